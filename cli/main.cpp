@@ -1,0 +1,67 @@
+// pgfleet: the command-line client. Every command is a thin layer over SQL on
+// the pgfleet schema (and, for logs, the hosts' API).
+
+#include <cstring>
+#include <iostream>
+#include <map>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/common.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: pgfleet COMMAND [options]\n"
+    "commands:\n"
+    "  migrate                          create or upgrade the schema\n"
+    "  run [options] -- CMD ARG...      submit a job (prints its id; --wait streams output, exits with its code)\n"
+    "  ps [--all] [--formation F]       list jobs\n"
+    "  inspect JOB                      everything about a job, with its events\n"
+    "  logs JOB [-f] [--tail N]         a job's output\n"
+    "  stop JOB                         cancel a job (stops it if running)\n"
+    "  events [JOB] [-f]                job event history\n"
+    "  formation create|scale|list      manage formations\n"
+    "  hosts                            list hosts\n"
+    "  drain HOST                       no new work on HOST\n"
+    "  host offline|online HOST         take a host out or bring it back\n"
+    "  status                           cluster summary\n"
+    "every command takes --db DSN (else $PGFLEET_DB, else PG* variables); listings take --json.\n"
+    "exit codes: 0 success, 1 failure, 2 usage error\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pgfleet::cli;
+  spdlog::set_level(spdlog::level::warn);
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  static const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
+      {"migrate", CmdMigrate}, {"run", CmdRun},       {"ps", CmdPs},         {"inspect", CmdInspect},
+      {"logs", CmdLogs},       {"stop", CmdStop},     {"events", CmdEvents}, {"hosts", CmdHosts},
+      {"status", CmdStatus},   {"drain", CmdDrain},   {"host", CmdHost},     {"formation", CmdFormation}};
+  std::string name = argv[1];
+  auto it = commands.find(name);
+  if (it == commands.end()) {
+    std::cerr << "pgfleet: unknown command \"" << name << "\"\n" << kUsage;
+    return kExitUsage;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    return it->second(args);
+  } catch (const UsageError& e) {
+    std::cerr << "pgfleet " << name << ": " << e.what() << "\n(see pgfleet " << name << " --help)\n";
+    return kExitUsage;
+  } catch (const pqxx::broken_connection& e) {
+    std::cerr << "pgfleet " << name << ": cannot connect to the database: " << e.what();
+    return kExitFailure;
+  } catch (const pqxx::sql_error& e) {
+    std::cerr << "pgfleet " << name << ": " << e.what();
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "pgfleet " << name << ": " << e.what() << "\n";
+    return kExitFailure;
+  }
+}

@@ -1,0 +1,43 @@
+#pragma once
+// Connecting to the pgfleet database, with the one rule for finding it:
+// --db, else $PGFLEET_DB, else libpq's own PG* variables.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <pqxx/pqxx>
+
+namespace pgfleet::db {
+
+// The DSN to use given the --db flag value (may be empty).
+std::string ResolveDsn(const std::string& flag_value);
+
+// Opens a connection; throws pqxx::broken_connection on failure.
+std::unique_ptr<pqxx::connection> Connect(const std::string& dsn);
+
+// Keeps one connection and reopens it after failures with capped exponential
+// backoff. Logs once per state change (lost / restored), not once per retry.
+class ReconnectingConnection {
+ public:
+  ReconnectingConnection(std::string dsn, std::string who);
+  // Returns an open connection or nullptr when the database is unreachable now
+  // (and the backoff has not yet elapsed, or the attempt failed).
+  pqxx::connection* Get();
+  bool IsOpen() const { return conn_ && conn_->is_open(); }
+  // Call when an operation on the connection failed with broken_connection.
+  void MarkBroken(const std::string& why);
+  // True when the last Get() had to open a new connection (caller re-LISTENs / reconciles).
+  bool TakeReconnected();
+
+ private:
+  std::string dsn_;
+  std::string who_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::chrono::steady_clock::time_point next_try_{};
+  std::chrono::milliseconds backoff_{0};
+  bool down_logged_ = false;
+  bool reconnected_ = false;
+};
+
+}  // namespace pgfleet::db

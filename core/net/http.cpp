@@ -1,0 +1,81 @@
+#include "core/net/http.h"
+
+#include <regex>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "core/util/text.h"
+
+namespace pgfleet::net {
+
+std::string ReadTokenFile(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("--token-file is required (the cluster token)");
+  std::string token = util::Trim(util::ReadFile(path));
+  if (token.empty()) throw std::runtime_error("token file " + path + " is empty");
+  return token;
+}
+
+bool Authorized(const httplib::Request& req, const std::string& token) {
+  auto h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (h.size() != prefix.size() + token.size() || h.compare(0, prefix.size(), prefix) != 0) {
+    return false;
+  }
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff |= h[prefix.size() + i] ^ token[i];
+  return diff == 0;
+}
+
+void ErrorResponse(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(nlohmann::json{{"error", message}}.dump(-1, ' ', false,
+                                                          nlohmann::json::error_handler_t::replace),
+                  "application/json");
+}
+
+std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const std::string& token,
+                                            int timeout_seconds) {
+  static const std::regex url_re(R"(^http://[^/\s:]+(:\d+)?/?$)");
+  if (!std::regex_match(base_url, url_re)) {
+    throw std::invalid_argument("api_url must look like http://host:port (got \"" + base_url + "\")");
+  }
+  std::string url = base_url;
+  if (url.back() == '/') url.pop_back();
+  auto c = std::make_unique<httplib::Client>(url);
+  c->set_connection_timeout(timeout_seconds, 0);
+  c->set_read_timeout(timeout_seconds, 0);
+  c->set_write_timeout(timeout_seconds, 0);
+  c->set_bearer_token_auth(token.c_str());
+  return c;
+}
+
+void Metrics::Add(const std::string& name, double delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  values_[name] += delta;
+}
+
+void Metrics::Set(const std::string& name, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  values_[name] = value;
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (auto& [k, v] : values_) {
+    out += k + " " + std::to_string(v) + "\n";
+  }
+  return out;
+}
+
+void AddHealthAndMetrics(httplib::Server& server, const Metrics& metrics, const std::string& who) {
+  server.Get("/health", [who](const httplib::Request&, httplib::Response& res) {
+    res.set_content(nlohmann::json{{"status", "ok"}, {"id", who}}.dump(), "application/json");
+  });
+  server.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(), "text/plain; version=0.0.4");
+  });
+}
+
+}  // namespace pgfleet::net

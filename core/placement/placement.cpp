@@ -1,0 +1,204 @@
+#include "core/placement/placement.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <utility>
+
+namespace pgfleet::placement {
+namespace {
+
+using Constraints = std::map<std::string, std::string>;
+
+constexpr size_t kNoHost = std::numeric_limits<size_t>::max();
+
+// Fullness products multiply four 32-bit quantities, so they need 128 bits.
+__extension__ typedef __int128 Wide;
+
+// How full a host is after placing a job: the mean of its cpu and memory
+// utilisation fractions, kept as the exact fraction num/den (den > 0, the
+// common factor 1/2 dropped). Exact, so equally full hosts really tie and the
+// tie goes to the host id rather than to rounding.
+struct Fullness {
+  Wide num = 0;
+  Wide den = 1;
+};
+
+bool Fuller(const Fullness& a, const Fullness& b) { return a.num * b.den > b.num * a.den; }
+
+// Requires host.cpu_total > 0 and host.memory_total > 0.
+Fullness FullnessAfter(const JobRequest& job, const HostView& host) {
+  const Wide cpu_used = Wide{host.cpu_allocated} + job.cpu;
+  const Wide memory_used = Wide{host.memory_allocated} + job.memory;
+  // cpu_used / cpu_total + memory_used / memory_total over a common denominator.
+  return {cpu_used * host.memory_total + memory_used * host.cpu_total,
+          Wide{host.cpu_total} * host.memory_total};
+}
+
+// A host that advertises no cpu or no memory runs nothing, whatever its
+// allocation claims.
+bool HasCapacity(const HostView& host) { return host.cpu_total > 0 && host.memory_total > 0; }
+
+bool Satisfies(const Constraints& constraints, const Constraints& labels) {
+  for (const auto& [key, value] : constraints) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+// The rule a request breaks, or "" when it is well formed. Requests come from
+// validated specs (core/spec), so this only guards the plan's invariants: a
+// zero or negative request would let a host's allocation go over its totals.
+std::string RequestError(const JobRequest& job) {
+  if (job.cpu <= 0) return "cpu must be > 0 (got " + std::to_string(job.cpu) + ")";
+  if (job.memory <= 0) return "memory must be > 0 (got " + std::to_string(job.memory) + ")";
+  return "";
+}
+
+std::string ConstraintsText(const Constraints& constraints) {
+  std::string out;
+  for (const auto& [key, value] : constraints) {  // std::map: sorted by key
+    if (!out.empty()) out += ',';
+    out += key + '=' + value;
+  }
+  return out;
+}
+
+// Host indices in id order (then input order), so that scanning in this order
+// and keeping only strictly fuller hosts breaks ties by the lower id.
+std::vector<size_t> HostsById(const std::vector<HostView>& hosts) {
+  std::vector<size_t> order(hosts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return hosts[a].id < hosts[b].id; });
+  return order;
+}
+
+// Stage 1, feasibility by labels: the hosts (from `by_id`, in that order) whose
+// labels satisfy `constraints`. Labels do not change during a plan, so this is
+// computed once per distinct constraint set, not once per job.
+std::vector<size_t> MatchingHosts(const Constraints& constraints,
+                                  const std::vector<HostView>& hosts,
+                                  const std::vector<size_t>& by_id) {
+  std::vector<size_t> out;
+  for (size_t i : by_id) {
+    if (Satisfies(constraints, hosts[i].labels)) out.push_back(i);
+  }
+  return out;
+}
+
+// Stages 1 and 2, feasibility by room and bin-pack rank: the index of the
+// fullest-after-placement host among `matching` that has room for `job` now,
+// or kNoHost.
+size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
+                const std::vector<HostView>& hosts) {
+  size_t best = kNoHost;
+  Fullness best_fullness;
+  for (size_t i : matching) {
+    const HostView& host = hosts[i];
+    if (!HasCapacity(host) || !Fits(job, host)) continue;
+    const Fullness fullness = FullnessAfter(job, host);
+    if (best == kNoHost || Fuller(fullness, best_fullness)) {
+      best = i;
+      best_fullness = fullness;
+    }
+  }
+  return best;
+}
+
+// Why `job` has no host among `hosts`, given the hosts whose labels match it.
+Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
+                 const std::vector<HostView>& hosts) {
+  if (std::string error = RequestError(job); !error.empty()) return {job.id, error, true};
+  if (hosts.empty()) return {job.id, "no host is up", true};
+  if (matching.empty()) {
+    return {job.id, "no host matches constraints " + ConstraintsText(job.constraints), true};
+  }
+  int largest_cpu = std::numeric_limits<int>::min();
+  int largest_memory = std::numeric_limits<int>::min();
+  for (size_t i : matching) {
+    const HostView& host = hosts[i];
+    if (host.cpu_total >= job.cpu && host.memory_total >= job.memory) {
+      return {job.id,
+              "waiting for capacity: needs " + std::to_string(job.cpu) + "m cpu, " +
+                  std::to_string(job.memory) + " MiB memory",
+              false};
+    }
+    largest_cpu = std::max(largest_cpu, host.cpu_total);
+    largest_memory = std::max(largest_memory, host.memory_total);
+  }
+  std::string reason;
+  if (job.cpu > largest_cpu) {
+    reason = "no host has " + std::to_string(job.cpu) + "m cpu; largest has " +
+             std::to_string(largest_cpu) + "m";
+  }
+  if (job.memory > largest_memory) {
+    if (!reason.empty()) reason += "; ";
+    reason += "no host has " + std::to_string(job.memory) + " MiB memory; largest has " +
+              std::to_string(largest_memory);
+  }
+  if (reason.empty()) {  // enough cpu on one host, enough memory on another
+    reason = "no host has both " + std::to_string(job.cpu) + "m cpu and " +
+             std::to_string(job.memory) + " MiB memory";
+  }
+  return {job.id, reason, true};
+}
+
+}  // namespace
+
+bool LabelsMatch(const JobRequest& job, const HostView& host) {
+  return Satisfies(job.constraints, host.labels);
+}
+
+bool Fits(const JobRequest& job, const HostView& host) {
+  // 64-bit so that odd snapshots (negative allocations) cannot overflow.
+  return int64_t{host.cpu_total} - host.cpu_allocated >= job.cpu &&
+         int64_t{host.memory_total} - host.memory_allocated >= job.memory;
+}
+
+bool PlacesBefore(const JobRequest& a, const JobRequest& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.id < b.id;
+}
+
+bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b) {
+  const Fullness fa = FullnessAfter(job, a);
+  const Fullness fb = FullnessAfter(job, b);
+  if (Fuller(fa, fb)) return true;
+  if (Fuller(fb, fa)) return false;
+  return a.id < b.id;
+}
+
+Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {
+  return Explain(job, MatchingHosts(job.constraints, hosts, HostsById(hosts)), hosts);
+}
+
+// Stage 3, the plan: jobs in PlacesBefore order, each on PickHost's choice, the
+// choice charged to the host at once so later jobs see the room it took.
+Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
+  std::stable_sort(jobs.begin(), jobs.end(), PlacesBefore);
+  const std::vector<size_t> by_id = HostsById(hosts);
+  std::map<Constraints, std::vector<size_t>> matching_by_constraints;
+
+  Plan plan;
+  plan.placements.reserve(jobs.size());
+  for (const JobRequest& job : jobs) {
+    auto [it, inserted] = matching_by_constraints.try_emplace(job.constraints);
+    if (inserted) it->second = MatchingHosts(job.constraints, hosts, by_id);
+    const std::vector<size_t>& matching = it->second;
+
+    const size_t best = RequestError(job).empty() ? PickHost(job, matching, hosts) : kNoHost;
+    if (best == kNoHost) {
+      plan.unplaced.push_back(Explain(job, matching, hosts));
+      continue;
+    }
+    HostView& host = hosts[best];
+    host.cpu_allocated += job.cpu;
+    host.memory_allocated += job.memory;
+    plan.placements.push_back({job.id, host.id});
+  }
+  return plan;
+}
+
+}  // namespace pgfleet::placement

@@ -1,0 +1,79 @@
+#pragma once
+// The pure placement core: given pending jobs and a snapshot of hosts, decide
+// which job goes where. No database, no clock, no I/O (see README.md here).
+//
+//   jobs (priority order) --> feasibility (fits? labels match?) --> rank (bin-pack)
+//                         --> plan (placements + reasons for the unplaced)
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pgfleet::placement {
+
+struct HostView {
+  std::string id;
+  int cpu_total = 0;     // millicores
+  int memory_total = 0;  // MiB
+  int cpu_allocated = 0;
+  int memory_allocated = 0;
+  std::map<std::string, std::string> labels;
+};
+
+struct JobRequest {
+  int64_t id = 0;
+  int cpu = 0;     // millicores
+  int memory = 0;  // MiB
+  int priority = 50;
+  std::map<std::string, std::string> constraints;  // all must equal the host's labels
+};
+
+struct Placement {
+  int64_t job_id = 0;
+  std::string host_id;
+};
+
+struct Unplaced {
+  int64_t job_id = 0;
+  // Why, in words an operator understands, e.g.
+  // "no host has 100000 MiB memory; largest has 7980",
+  // "no host matches constraints zone=b",
+  // "waiting for capacity: needs 500m cpu, 64 MiB memory".
+  std::string reason;
+  // True when no host of the snapshot could ever run it, even empty.
+  bool never_fits = false;
+};
+
+struct Plan {
+  std::vector<Placement> placements;
+  std::vector<Unplaced> unplaced;
+};
+
+// True when the host's labels satisfy every constraint of the job.
+bool LabelsMatch(const JobRequest& job, const HostView& host);
+
+// True when the host has the free cpu and memory for the job right now.
+bool Fits(const JobRequest& job, const HostView& host);
+
+// The plan's order: true when `a` is considered before `b` (higher priority
+// first, then lower id first).
+bool PlacesBefore(const JobRequest& a, const JobRequest& b);
+
+// The bin-pack rank: true when placing `job` on `a` leaves `a` fuller than
+// placing it on `b` leaves `b`, by the mean of the cpu and memory utilisation
+// fractions after placement, compared exactly; equal fullness goes to the lower
+// host id. Both hosts must have cpu_total > 0 and memory_total > 0.
+bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b);
+
+// Why `job` cannot be placed on any of `hosts` as they are now (see Unplaced).
+// Also used by PlanPlacements, so the reasons here are the reasons in a plan.
+Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts);
+
+// Places jobs in order of priority (higher first, then lower id first), each on
+// the feasible host that is fullest after placing it (bin-packing), updating the
+// in-memory allocation as it goes so one plan never overcommits a host. Every
+// job ends in exactly one of plan.placements or plan.unplaced.
+Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts);
+
+}  // namespace pgfleet::placement

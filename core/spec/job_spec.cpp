@@ -1,0 +1,157 @@
+#include "core/spec/job_spec.h"
+
+#include <set>
+
+namespace pgfleet::spec {
+namespace {
+
+using nlohmann::json;
+
+std::string Show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+int IntField(const json& j, const char* field, int fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer()) {
+    throw SpecError(field, std::string(field) + " must be an integer (got " + Show(*it) + ")");
+  }
+  // Above INT64_MAX the value is stored unsigned and would read back wrapped
+  // (18446744073709551615 as -1), so check it as unsigned first.
+  const bool huge = it->is_number_unsigned() && it->get<uint64_t>() > INT32_MAX;
+  auto v = huge ? int64_t{0} : it->get<int64_t>();
+  if (huge || v < INT32_MIN || v > INT32_MAX) {
+    throw SpecError(field, std::string(field) + " must fit in 32 bits (got " + Show(*it) + ")");
+  }
+  return static_cast<int>(v);
+}
+
+std::string StringField(const json& j, const char* field, const std::string& fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    throw SpecError(field, std::string(field) + " must be a string (got " + Show(*it) + ")");
+  }
+  return it->get<std::string>();
+}
+
+std::map<std::string, std::string> StringMap(const json& j, const char* field) {
+  std::map<std::string, std::string> out;
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return out;
+  if (!it->is_object()) {
+    throw SpecError(field, std::string(field) + " must be an object of strings (got " + Show(*it) + ")");
+  }
+  for (auto& [k, v] : it->items()) {
+    if (!v.is_string()) {
+      throw SpecError(field, std::string(field) + " must be an object of strings (" + field + "." + k +
+                                 " is " + Show(v) + ")");
+    }
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+JobSpec ParseJobSpec(const json& j) {
+  if (!j.is_object()) throw SpecError("spec", "spec must be a JSON object (got " + Show(j) + ")");
+  static const std::set<std::string> known = {
+      "command", "env",     "cpu",     "memory",   "constraints",    "priority",
+      "max_attempts", "formation", "rootfs", "user", "network", "pids_max",
+      "cpu_hard_limit", "stop_grace_seconds"};
+  for (auto& [k, v] : j.items()) {
+    if (!known.count(k)) throw SpecError(k, "unknown field " + k);
+  }
+  JobSpec s;
+  auto cmd = j.find("command");
+  if (cmd == j.end() || !cmd->is_array()) {
+    throw SpecError("command", "command must be a non-empty array of strings");
+  }
+  for (auto& a : *cmd) {
+    if (!a.is_string()) {
+      throw SpecError("command", "command must be an array of strings (got " + Show(a) + ")");
+    }
+    s.command.push_back(a.get<std::string>());
+  }
+  s.env = StringMap(j, "env");
+  s.constraints = StringMap(j, "constraints");
+  s.cpu = IntField(j, "cpu", kDefaultCpu);
+  s.memory = IntField(j, "memory", kDefaultMemory);
+  s.priority = IntField(j, "priority", kDefaultPriority);
+  s.max_attempts = IntField(j, "max_attempts", 1);
+  s.formation = StringField(j, "formation", "default");
+  s.rootfs = StringField(j, "rootfs", "");
+  s.user = StringField(j, "user", "");
+  s.network = StringField(j, "network", "host");
+  s.pids_max = IntField(j, "pids_max", kDefaultPidsMax);
+  s.stop_grace_seconds = IntField(j, "stop_grace_seconds", kDefaultStopGraceSeconds);
+  if (auto it = j.find("cpu_hard_limit"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      throw SpecError("cpu_hard_limit", "cpu_hard_limit must be true or false (got " + Show(*it) + ")");
+    }
+    s.cpu_hard_limit = it->get<bool>();
+  }
+  Validate(s);
+  return s;
+}
+
+void Validate(const JobSpec& s) {
+  auto got = [](auto v) { return " (got " + std::to_string(v) + ")"; };
+  if (s.command.empty()) throw SpecError("command", "command must not be empty");
+  if (s.command[0].empty()) throw SpecError("command", "command[0] must not be empty");
+  for (auto& a : s.command) {
+    if (a.find('\0') != std::string::npos) {
+      throw SpecError("command", "command arguments must not contain NUL bytes");
+    }
+  }
+  if (s.cpu <= 0) throw SpecError("cpu", "cpu must be > 0" + got(s.cpu));
+  if (s.memory <= 0) throw SpecError("memory", "memory must be > 0" + got(s.memory));
+  if (s.priority < 0 || s.priority > 100) {
+    throw SpecError("priority", "priority must be between 0 and 100" + got(s.priority));
+  }
+  if (s.max_attempts < 1) throw SpecError("max_attempts", "max_attempts must be >= 1" + got(s.max_attempts));
+  if (s.formation.empty()) throw SpecError("formation", "formation must not be empty");
+  for (auto& [k, v] : s.env) {
+    if (k.empty() || k.find('=') != std::string::npos) {
+      throw SpecError("env", "env names must be non-empty and contain no '=' (got \"" + k + "\")");
+    }
+  }
+  if (s.network != "host" && s.network != "none") {
+    throw SpecError("network", "network must be \"host\" or \"none\" (got \"" + s.network + "\")");
+  }
+  if (s.pids_max <= 0) throw SpecError("pids_max", "pids_max must be > 0" + got(s.pids_max));
+  if (s.stop_grace_seconds < 0) {
+    throw SpecError("stop_grace_seconds", "stop_grace_seconds must be >= 0" + got(s.stop_grace_seconds));
+  }
+}
+
+nlohmann::json ToJson(const JobSpec& s) {
+  return json{{"command", s.command},
+              {"env", s.env},
+              {"cpu", s.cpu},
+              {"memory", s.memory},
+              {"constraints", s.constraints},
+              {"priority", s.priority},
+              {"max_attempts", s.max_attempts},
+              {"formation", s.formation},
+              {"rootfs", s.rootfs},
+              {"user", s.user},
+              {"network", s.network},
+              {"pids_max", s.pids_max},
+              {"cpu_hard_limit", s.cpu_hard_limit},
+              {"stop_grace_seconds", s.stop_grace_seconds}};
+}
+
+std::pair<std::string, std::string> ParseKeyValue(const std::string& field, const std::string& kv) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw SpecError(field, field + " must be KEY=VALUE with a non-empty KEY (got \"" + kv + "\")");
+  }
+  return {kv.substr(0, eq), kv.substr(eq + 1)};
+}
+
+}  // namespace pgfleet::spec

@@ -1,0 +1,67 @@
+#pragma once
+// The job model shared by the CLI, the scheduler and hostd: what one job asks
+// for, how it travels as JSON (hostd API, pgfleet.jobs rows), and its rules.
+// The same rules are enforced by the database (migrations/0001_init.sql); these
+// give the same messages earlier, before anything is written.
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pgfleet::spec {
+
+// A rule broken by one field. what() reads "<field> <rule> (got <value>)".
+class SpecError : public std::invalid_argument {
+ public:
+  SpecError(std::string field, const std::string& message)
+      : std::invalid_argument(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+inline constexpr int kDefaultCpu = 100;        // millicores
+inline constexpr int kDefaultMemory = 64;      // MiB
+inline constexpr int kDefaultPriority = 50;    // 0..100
+inline constexpr int kDefaultPidsMax = 1024;
+inline constexpr int kDefaultStopGraceSeconds = 10;
+
+struct JobSpec {
+  std::vector<std::string> command;  // argv; never passed to a shell; non-empty
+  std::map<std::string, std::string> env;
+  int cpu = kDefaultCpu;        // millicores, > 0
+  int memory = kDefaultMemory;  // MiB, > 0
+  std::map<std::string, std::string> constraints;  // label -> value, all must match
+  int priority = kDefaultPriority;
+  int max_attempts = 1;
+  std::string formation = "default";
+
+  // Isolation options, used by the container driver.
+  std::string rootfs;  // directory, or a name under hostd's data dir; empty = host fs read-only
+  std::string user;    // user to run as; empty = the driver's default
+  std::string network = "host";  // "host" or "none"
+  int pids_max = kDefaultPidsMax;
+  bool cpu_hard_limit = false;  // also set a CFS quota of `cpu` millicores
+  int stop_grace_seconds = kDefaultStopGraceSeconds;
+};
+
+// Parses and validates a spec object. Missing fields take their defaults;
+// unknown fields are rejected (a typo must not silently change nothing).
+// Throws SpecError naming the first bad field.
+JobSpec ParseJobSpec(const nlohmann::json& j);
+
+// Checks every rule; throws SpecError for the first one broken.
+void Validate(const JobSpec& s);
+
+nlohmann::json ToJson(const JobSpec& s);
+
+// Parses "key=value" as used by --env, --constraint and --label.
+// Throws SpecError(field, ...) when there is no '=' or the key is empty.
+std::pair<std::string, std::string> ParseKeyValue(const std::string& field, const std::string& kv);
+
+}  // namespace pgfleet::spec

@@ -1,0 +1,88 @@
+#include "core/util/text.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace pgfleet::util {
+
+std::string SanitizeUtf8(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(in.data());
+  size_t n = in.size(), i = 0;
+  while (i < n) {
+    unsigned char c = s[i];
+    if (c == 0) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) ok = false;
+      else cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Reject overlong forms, surrogates and values past U+10FFFF.
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)) {
+      ok = false;
+    }
+    if (ok) {
+      out.append(in, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string TailOfFile(const std::string& path, size_t max_bytes) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return "";
+  std::streamoff size = f.tellg();
+  std::streamoff start = size > static_cast<std::streamoff>(max_bytes) ? size - max_bytes : 0;
+  f.seekg(start);
+  std::string buf(static_cast<size_t>(size - start), '\0');
+  f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  buf.resize(static_cast<size_t>(f.gcount()));
+  // Skip continuation bytes cut off from their lead byte.
+  size_t skip = 0;
+  if (start > 0) {
+    while (skip < buf.size() && skip < 3 && (static_cast<unsigned char>(buf[skip]) & 0xC0) == 0x80) ++skip;
+  }
+  return SanitizeUtf8(buf.substr(skip));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace pgfleet::util

@@ -1,0 +1,23 @@
+#pragma once
+// Small text helpers shared by the daemons and the CLI.
+
+#include <cstdint>
+#include <string>
+
+namespace pgfleet::util {
+
+// Makes arbitrary bytes safe for a PostgreSQL text column and for JSON:
+// invalid UTF-8 sequences become U+FFFD and NUL bytes are dropped.
+std::string SanitizeUtf8(const std::string& bytes);
+
+// The last max_bytes bytes of a file (fewer if it is shorter), sanitized, and
+// never starting in the middle of a UTF-8 character. Empty if the file is missing.
+std::string TailOfFile(const std::string& path, size_t max_bytes);
+
+// Reads a whole (small) file; throws std::runtime_error naming the path on failure.
+std::string ReadFile(const std::string& path);
+
+// Trims ASCII whitespace at both ends.
+std::string Trim(const std::string& s);
+
+}  // namespace pgfleet::util

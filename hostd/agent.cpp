@@ -1,0 +1,216 @@
+#include "hostd/agent.h"
+
+#include <set>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "core/spec/job_spec.h"
+
+namespace pgfleet::hostd {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+namespace {
+constexpr size_t kReportBatch = 500;
+}
+
+Agent::Agent(HostConfig config, net::Metrics& metrics)
+    : config_(std::move(config)), metrics_(metrics), conn_(config_.dsn, "host " + config_.id) {}
+
+void Agent::Enqueue(json report) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(report));
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Agent::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Agent::Register(pqxx::connection& conn) {
+  json labels = config_.labels;
+  pqxx::work tx(conn);
+  generation_ = tx.exec_params1("select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7)",
+                                config_.id, config_.api_url, config_.cpu, config_.memory, labels.dump(),
+                                config_.driver, config_.driver_note)[0]
+                    .as<int64_t>();
+  tx.commit();
+  registered_ = true;
+  spdlog::info("host={} registered generation={} api={} cpu={}m memory={}MiB driver={}", config_.id,
+               generation_, config_.api_url, config_.cpu, config_.memory, config_.driver);
+}
+
+void Agent::Heartbeat(pqxx::connection& conn) {
+  pqxx::work tx(conn);
+  auto r = tx.exec_params("select state, generation from pgfleet.heartbeat($1, $2, $3)", config_.id,
+                          generation_, static_cast<int>(supervisor_->LiveCount()));
+  tx.commit();
+  metrics_.Add("pgfleet_host_heartbeats_total", 1);
+  if (r.empty()) {
+    spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
+    registered_ = false;
+    return;
+  }
+  std::string state = r[0][0].as<std::string>();
+  int64_t gen = r[0][1].as<int64_t>();
+  if (state == "lost" || gen != generation_) {
+    // We were declared lost (or another hostd took our id): our attempts may
+    // have been superseded. Re-register; the reconcile kills what is not ours.
+    spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering", config_.id,
+                 state, gen, generation_);
+    registered_ = false;
+  }
+}
+
+bool Agent::Flush(pqxx::connection& conn) {
+  std::vector<json> batch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!queue_.empty() && batch.size() < kReportBatch) {
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+  }
+  if (batch.empty()) return false;
+  json arr = batch;
+  try {
+    pqxx::work tx(conn);
+    auto rows = tx.exec_params("select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)",
+                               config_.id, generation_,
+                               arr.dump(-1, ' ', false, json::error_handler_t::replace));
+    tx.commit();
+    metrics_.Add("pgfleet_host_reports_total", static_cast<double>(batch.size()));
+    for (const auto& r : rows) {
+      if (r[3].as<bool>()) continue;
+      int64_t job = r[0].as<int64_t>();
+      int attempt = r[1].as<int>();
+      std::string kind = r[2].as<std::string>();
+      spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here", job,
+                   attempt, kind);
+      metrics_.Add("pgfleet_host_reports_rejected_total", 1);
+      supervisor_->Kill(job, attempt);
+    }
+  } catch (...) {
+    // Keep the reports, in order, for the next try.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(*it);
+    throw;
+  }
+  return true;
+}
+
+void Agent::Reconcile(pqxx::connection& conn) {
+  auto snapshot_time = Clock::now();
+  pqxx::work tx(conn);
+  auto rows = tx.exec_params(
+      "select j.id, j.attempt, j.state, j.desired_state, pgfleet.job_spec(j)::text"
+      "  from pgfleet.host_jobs($1) j",
+      config_.id);
+  tx.commit();
+  std::set<std::pair<int64_t, int>> wanted;
+  for (const auto& r : rows) {
+    int64_t job = r[0].as<int64_t>();
+    int attempt = r[1].as<int>();
+    std::string state = r[2].as<std::string>();
+    wanted.insert({job, attempt});
+    if (r[3].as<std::string>() == "stop") {
+      supervisor_->Stop(job, attempt);
+      continue;
+    }
+    if (supervisor_->Known(job, attempt)) continue;
+    if (state == "running") {
+      // Reported running by an earlier life of this hostd, which we cannot re-attach to.
+      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "lost"},
+               {"error", "hostd restarted while the attempt ran; its outcome is unknown"}});
+      continue;
+    }
+    // Assigned to us but never delivered (scheduler died after commit, lost request).
+    spec::JobSpec spec;
+    try {
+      spec = spec::ParseJobSpec(json::parse(r[4].as<std::string>()));
+    } catch (const std::exception& e) {
+      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "start_failed"},
+               {"error", std::string("invalid job spec: ") + e.what()}});
+      continue;
+    }
+    std::string err;
+    auto res = supervisor_->Start(job, attempt, spec, &err);
+    if (res == Supervisor::StartResult::kPreviousLife) {
+      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "lost"},
+               {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
+    } else if (res == Supervisor::StartResult::kStarted) {
+      spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job, attempt);
+    }
+  }
+  // Fencing: anything live here that the database no longer assigns to us was
+  // superseded (host declared lost, dispatch requeued). Only attempts started
+  // before the snapshot are judged, so a fresh dispatch is never mistaken.
+  for (const auto& key : supervisor_->LiveStartedBefore(snapshot_time)) {
+    if (!wanted.count(key)) supervisor_->Kill(key.first, key.second);
+  }
+}
+
+void Agent::Run(const std::atomic<bool>& stop) {
+  while (!stop) {
+    pqxx::connection* conn = conn_.Get();
+    if (!conn) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    try {
+      bool force_reconcile = conn_.TakeReconnected();
+      if (!registered_) {
+        Register(*conn);
+        force_reconcile = true;
+        last_heartbeat_ = Clock::now();
+      }
+      while (Flush(*conn)) {
+      }
+      auto now = Clock::now();
+      if (now - last_heartbeat_ >= config_.heartbeat_interval) {
+        Heartbeat(*conn);
+        last_heartbeat_ = now;
+        if (!registered_) continue;
+      }
+      // Flush again before reconciling so the database reflects what we know.
+      while (Flush(*conn)) {
+      }
+      if (force_reconcile || now - last_reconcile_ >= config_.reconcile_interval) {
+        Reconcile(*conn);
+        last_reconcile_ = Clock::now();
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      auto next = std::min(last_heartbeat_ + config_.heartbeat_interval,
+                           last_reconcile_ + config_.reconcile_interval);
+      cv_.wait_until(lock, next, [&] { return wake_ || stop; });
+      wake_ = false;
+    } catch (const pqxx::broken_connection& e) {
+      conn_.MarkBroken(e.what());
+    } catch (const std::exception& e) {
+      spdlog::error("host={} database step failed, retrying: {}", config_.id, e.what());
+      metrics_.Add("pgfleet_host_db_errors_total", 1);
+      if (!conn->is_open()) conn_.MarkBroken(e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  if (pqxx::connection* conn = conn_.Get()) {
+    try {
+      while (Flush(*conn)) {
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
+    }
+  }
+}
+
+}  // namespace pgfleet::hostd

@@ -1,0 +1,239 @@
+#include "hostd/api.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "core/spec/job_spec.h"
+
+namespace pgfleet::hostd {
+namespace {
+
+using nlohmann::json;
+
+struct StartItem {
+  int64_t job = 0;
+  int attempt = 0;
+  spec::JobSpec spec;
+};
+
+// Parses the whole batch first so a bad item starts nothing. Throws SpecError.
+std::vector<StartItem> ParseStartBatch(const std::string& body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) throw spec::SpecError("body", "body must be valid JSON");
+  if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
+    throw spec::SpecError("jobs", "body must be an object with a \"jobs\" array");
+  }
+  std::vector<StartItem> items;
+  size_t i = 0;
+  for (const auto& e : j["jobs"]) {
+    std::string at = "jobs[" + std::to_string(i++) + "]";
+    if (!e.is_object()) throw spec::SpecError(at, at + " must be an object");
+    if (!e.contains("job") || !e["job"].is_number_integer() || e["job"].get<int64_t>() <= 0) {
+      throw spec::SpecError(at + ".job", at + ".job must be an integer > 0");
+    }
+    if (!e.contains("attempt") || !e["attempt"].is_number_integer() || e["attempt"].get<int64_t>() <= 0 ||
+        e["attempt"].get<int64_t>() > INT32_MAX) {
+      throw spec::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
+    }
+    if (!e.contains("spec")) throw spec::SpecError(at + ".spec", at + ".spec is required");
+    StartItem item;
+    item.job = e["job"].get<int64_t>();
+    item.attempt = e["attempt"].get<int>();
+    try {
+      item.spec = spec::ParseJobSpec(e["spec"]);
+    } catch (const spec::SpecError& err) {
+      throw spec::SpecError(at + ".spec." + err.field(), at + ".spec: " + err.what());
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+bool ParseId(const std::string& s, int64_t* out) {
+  if (s.empty() || s.size() > 18) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  *out = std::stoll(s);
+  return *out > 0;
+}
+
+// Query parameter as a non-negative int; -1 when absent; throws SpecError when malformed.
+int IntParam(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return -1;
+  std::string v = req.get_param_value(name);
+  int64_t n = 0;
+  if (v == "0") return 0;
+  if (!ParseId(v, &n) || n > INT32_MAX) {
+    throw spec::SpecError(name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
+  }
+  return static_cast<int>(n);
+}
+
+std::string LastLines(const std::string& text, int lines) {
+  if (lines < 0) return text;
+  if (lines == 0) return "";
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  int seen = 0;
+  while (pos > 0) {
+    --pos;
+    if (text[pos] == '\n' && ++seen == lines) return text.substr(pos + 1);
+  }
+  return text;
+}
+
+}  // namespace
+
+void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, const std::string& token,
+                net::Metrics& metrics) {
+  server.set_payload_max_length(net::kMaxBodyBytes);
+  server.set_pre_routing_handler([token, &metrics](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (!net::Authorized(req, token)) {
+      metrics.Add("pgfleet_host_api_unauthorized_total", 1);
+      net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    net::ErrorResponse(res, 500, what);
+  });
+  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) {
+      std::string msg = res.status == 413 ? "request body over 1 MiB"
+                        : res.status == 404 ? "no such endpoint"
+                                            : "request failed";
+      net::ErrorResponse(res, res.status, msg);
+    }
+  });
+
+  server.Post("/v1/jobs", [&](const httplib::Request& req, httplib::Response& res) {
+    std::vector<StartItem> items;
+    try {
+      items = ParseStartBatch(req.body);
+    } catch (const spec::SpecError& e) {
+      metrics.Add("pgfleet_host_api_bad_requests_total", 1);
+      net::ErrorResponse(res, 400, e.what());
+      return;
+    }
+    json results = json::array();
+    for (const auto& item : items) {
+      std::string err;
+      auto r = supervisor.Start(item.job, item.attempt, item.spec, &err);
+      const char* status = r == Supervisor::StartResult::kStarted   ? "started"
+                           : r == Supervisor::StartResult::kAlready ? "already"
+                           : r == Supervisor::StartResult::kFailed  ? "failed"
+                                                                    : "previous_life";
+      if (r == Supervisor::StartResult::kPreviousLife) {
+        agent.Enqueue({{"job", item.job}, {"attempt", item.attempt}, {"kind", "lost"},
+                       {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
+      }
+      results.push_back({{"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}});
+    }
+    metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
+    res.set_content(json{{"results", results}}.dump(), "application/json");
+  });
+
+  server.Get("/v1/jobs", [&](const httplib::Request&, httplib::Response& res) {
+    json out = json::array();
+    for (const auto& info : supervisor.List()) out.push_back(info.ToJson());
+    res.set_content(json{{"jobs", out}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+  });
+
+  server.Get(R"(/v1/jobs/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
+    int64_t id;
+    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    auto info = supervisor.Latest(id);
+    if (!info) return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+    res.set_content(info->ToJson().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  });
+
+  server.Post(R"(/v1/jobs/([^/]+)/stop)", [&](const httplib::Request& req, httplib::Response& res) {
+    int64_t id;
+    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    int attempt;
+    try {
+      attempt = IntParam(req, "attempt");
+    } catch (const spec::SpecError& e) {
+      return net::ErrorResponse(res, 400, e.what());
+    }
+    if (!supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
+      return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+    }
+    res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
+  });
+
+  server.Get(R"(/v1/jobs/([^/]+)/logs)", [&](const httplib::Request& req, httplib::Response& res) {
+    int64_t id;
+    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    int attempt, tail, follow;
+    try {
+      attempt = IntParam(req, "attempt");
+      tail = IntParam(req, "tail");
+      follow = IntParam(req, "follow");
+    } catch (const spec::SpecError& e) {
+      return net::ErrorResponse(res, 400, e.what());
+    }
+    std::string path = supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
+    if (path.empty()) return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
+    if (attempt <= 0) {
+      // attempt from the directory name <job>-<attempt>/output.log
+      std::string dir = path.substr(0, path.rfind('/'));
+      attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
+    }
+    std::string initial;
+    {
+      std::ifstream f(path, std::ios::binary);
+      initial.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    size_t offset = initial.size();
+    std::string first = LastLines(initial, tail);
+    if (follow <= 0) {
+      res.set_content(first, "text/plain");
+      return;
+    }
+    auto sent_first = std::make_shared<bool>(false);
+    auto pos = std::make_shared<size_t>(offset);
+    res.set_chunked_content_provider(
+        "text/plain", [&supervisor, id, attempt, path, first, sent_first, pos](size_t, httplib::DataSink& sink) {
+          if (!*sent_first) {
+            *sent_first = true;
+            if (!first.empty() && !sink.write(first.data(), first.size())) return false;
+          }
+          for (int waited = 0; waited < 50; ++waited) {
+            bool live = supervisor.Live(id, attempt);
+            std::ifstream f(path, std::ios::binary);
+            f.seekg(static_cast<std::streamoff>(*pos));
+            std::string chunk(64 * 1024, '\0');
+            f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+            chunk.resize(static_cast<size_t>(f.gcount()));
+            if (!chunk.empty()) {
+              *pos += chunk.size();
+              return sink.write(chunk.data(), chunk.size());
+            }
+            if (!live) {
+              sink.done();
+              return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+          return sink.is_writable();
+        });
+  });
+}
+
+}  // namespace pgfleet::hostd

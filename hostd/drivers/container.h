@@ -1,0 +1,60 @@
+#pragma once
+// The container driver: each job runs isolated in its own namespaces, root
+// filesystem and cgroup. docs/containers.md explains the model for operators;
+// what must hold, in short:
+//
+// - Namespaces: new PID, mount, UTS and IPC namespaces for every job; a new
+//   network namespace (loopback only) when spec.network == "none", the host's
+//   network otherwise. The job's argv is exec'd directly (no shell) as PID 1
+//   of its PID namespace, hostname = the job id.
+//
+// - PID 1 signal semantics: the kernel delivers to a namespace's init only the
+//   signals it has a handler for (SIGKILL and SIGSTOP from the host always
+//   work). A job that does not handle SIGTERM therefore ignores a polite stop;
+//   hostd's supervisor then SIGKILLs the whole cgroup after the grace period.
+//   No init shim is interposed: `ps` inside the job shows the job as PID 1.
+//
+// - Root filesystem: spec.rootfs is a directory (contains '/') or a name
+//   resolved to <data_dir>/rootfs/<name> (scripts/make-rootfs builds one). It
+//   is bind-mounted read-only (jobs share an image, none may change it for the
+//   others), with a fresh /proc, a private tmpfs /tmp, a minimal /dev, and the
+//   job's work dir bound read-write at /work (the working directory). Entering
+//   it uses pivot_root, never chroot, and the old root is detached.
+//
+// - No rootfs: the job sees the host's filesystem, recursively read-only, with
+//   its work dir writable at its host path (the working directory), a private
+//   /tmp, /proc, minimal /dev, and hostd's data dir hidden under an empty
+//   tmpfs (other jobs' dirs and logs). Chosen over "the host fs as is" because
+//   a job must not be able to change the host, and over "refuse to run"
+//   because many jobs just need the host's tools; a job wanting its own files
+//   names a rootfs. Needs Linux 5.12+ (mount_setattr) for the recursive
+//   read-only bind.
+//
+// - User: spec.user (a name in the host's passwd, or "uid[:gid]"), default
+//   "nobody". Non-root jobs lose every capability (bounding, permitted,
+//   effective, inheritable, ambient); root jobs (only when "root" or uid 0 is
+//   asked for) keep Docker's default capability set, nothing more. Every job
+//   runs with no_new_privs. The work dir is chown'ed to the job's user.
+//
+// - Cgroup: "pgfleet/<host>/<job>-<attempt>" from the root of each hierarchy
+//   (memory, cpu, cpuacct, pids on v1; memory, cpu, pids on v2), see cgroup.h.
+//   The child is held on a pipe until the parent has attached it, so nothing
+//   the job runs escapes its limits. Wait() reads OOM kills, peak memory and
+//   CPU time, kills leftovers and deletes the cgroup; every mount the job had
+//   lives in its own mount namespace and goes with it.
+
+#include <memory>
+#include <string>
+
+#include "hostd/drivers/driver.h"
+
+namespace pgfleet::hostd {
+
+// True when this process can run the container driver (root, cgroup controllers memory, cpu,
+// cpuacct, pids mounted, libcgroup initialises); else false with *why set.
+bool ContainerDriverAvailable(std::string* why);
+
+// Throws DriverError when the driver is not available (see above).
+std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts);
+
+}  // namespace pgfleet::hostd

@@ -1,0 +1,79 @@
+#pragma once
+// The one interface every way of running a job implements (process, container,
+// later sim). Everything else in hostd (API, reporting, logs, stop policy) only
+// talks to this, so a driver decides *how* a job runs, never *whether*.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/spec/job_spec.h"
+
+namespace pgfleet::hostd {
+
+// Thrown by Driver::Start when the job cannot be started (bad rootfs, unknown
+// user, exec failure before the job ran...). The message is user-facing and
+// lands in pgfleet.jobs.error.
+class DriverError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunRequest {
+  int64_t job_id = 0;
+  int attempt = 0;
+  spec::JobSpec spec;
+  std::string job_dir;   // per-attempt directory, created by hostd, writable by the job
+  std::string log_path;  // file receiving the job's stdout and stderr (combined, appended)
+  std::string host_id;   // for naming (cgroup path, hostname prefix...)
+};
+
+// What a finished job reports. exit_code is set when it exited, signal when it
+// was killed; error explains a failure in words (e.g. "out of memory (limit 64 MiB)").
+struct ExitStatus {
+  int exit_code = -1;
+  int signal = 0;
+  bool oom_killed = false;
+  int64_t peak_memory_bytes = 0;
+  double cpu_seconds = 0;
+  std::string error;
+};
+
+// One started job. Wait() may be called from another thread than Start().
+class Execution {
+ public:
+  virtual ~Execution() = default;
+  // pid of the job's main process as seen from the host.
+  virtual pid_t pid() const = 0;
+  // Blocks until the job has exited, collects its usage, and releases
+  // everything the driver made for it (cgroups, mounts). Called exactly once.
+  virtual ExitStatus Wait() = 0;
+  // Delivers sig to every process of the job (process group or cgroup).
+  // Safe to call at any time, also after exit (then does nothing).
+  virtual void Signal(int sig) = 0;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string name() const = 0;
+  // Starts the job; returns once its main process exists. Throws DriverError.
+  virtual std::unique_ptr<Execution> Start(const RunRequest& req) = 0;
+};
+
+struct DriverOptions {
+  std::string data_dir;  // hostd's --data-dir (rootfs names resolve under <data_dir>/rootfs/)
+  std::string host_id;
+};
+
+// "process", "container", "sim". Throws std::invalid_argument for an unknown name.
+std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts);
+
+// "container" when running as root with the cgroup controllers it needs,
+// otherwise "process"; `why` receives the reason for the choice.
+std::string DefaultDriverName(std::string* why);
+
+}  // namespace pgfleet::hostd

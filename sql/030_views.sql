@@ -1,0 +1,73 @@
+-- Views for operators, re-created on every `pgfleet migrate`.
+-- Dropped dependents first: cluster_summary reads host_status.
+drop view if exists pgfleet.cluster_summary;
+
+drop view if exists pgfleet.host_status;
+create view pgfleet.host_status as
+select h.id,
+       h.state,
+       hb.last_seen is not null and hb.last_seen > now() - pgfleet.host_ttl() as alive,
+       round(extract(epoch from now() - hb.last_seen)::numeric, 1) as heartbeat_age_s,
+       h.suspended_until > now() as suspended,
+       h.suspended_until,
+       h.cpu,
+       h.cpu - h.cpu_allocated as cpu_free,
+       h.memory,
+       h.memory - h.memory_allocated as memory_free,
+       (select count(*) from pgfleet.jobs j where j.host_id = h.id and j.state = 'running') as running_jobs,
+       (select count(*) from pgfleet.jobs j where j.host_id = h.id and j.state = 'assigned') as assigned_jobs,
+       h.labels,
+       h.driver,
+       h.driver_note,
+       h.generation,
+       h.api_url,
+       h.registered_at
+  from pgfleet.hosts h
+  left join pgfleet.host_heartbeats hb on hb.host_id = h.id;
+comment on view pgfleet.host_status is
+  'Every host with its liveness (heartbeat age by the database clock), free resources and job counts.';
+
+drop view if exists pgfleet.formation_status;
+create view pgfleet.formation_status as
+select f.id,
+       f.name,
+       f.kind,
+       case when f.kind = 'service' then f.replicas end as desired,
+       count(j.id) filter (where j.state = 'pending') as pending,
+       count(j.id) filter (where j.state = 'assigned') as assigned,
+       count(j.id) filter (where j.state = 'running') as running,
+       count(j.id) filter (where j.state = 'succeeded') as succeeded,
+       count(j.id) filter (where j.state = 'failed') as failed,
+       count(j.id) filter (where j.state = 'cancelled') as cancelled
+  from pgfleet.formations f
+  left join pgfleet.jobs j on j.formation = f.name
+ group by f.id, f.name, f.kind, f.replicas;
+comment on view pgfleet.formation_status is 'Per formation: desired replicas and jobs by state.';
+
+drop view if exists pgfleet.cluster_summary;
+create view pgfleet.cluster_summary as
+select (select count(*) from pgfleet.host_status where state = 'up' and alive) as hosts_up,
+       (select count(*) from pgfleet.hosts) as hosts_total,
+       (select coalesce(sum(cpu), 0) from pgfleet.hosts where state = 'up') as cpu_total,
+       (select coalesce(sum(cpu_allocated), 0) from pgfleet.hosts) as cpu_allocated,
+       (select coalesce(sum(memory), 0) from pgfleet.hosts where state = 'up') as memory_total,
+       (select coalesce(sum(memory_allocated), 0) from pgfleet.hosts) as memory_allocated,
+       (select count(*) from pgfleet.jobs where state = 'pending') as jobs_pending,
+       (select count(*) from pgfleet.jobs where state = 'assigned') as jobs_assigned,
+       (select count(*) from pgfleet.jobs where state = 'running') as jobs_running,
+       (select count(*) from pgfleet.jobs where state = 'succeeded') as jobs_succeeded,
+       (select count(*) from pgfleet.jobs where state = 'failed') as jobs_failed,
+       (select count(*) from pgfleet.jobs where state = 'cancelled') as jobs_cancelled,
+       (select count(*) from pgfleet.schedulers where last_seen > now() - interval '30 seconds') as schedulers;
+comment on view pgfleet.cluster_summary is 'One row: hosts, capacity and jobs by state across the cluster.';
+
+drop view if exists pgfleet.allocation_drift;
+create view pgfleet.allocation_drift as
+select h.id as host_id, h.cpu_allocated, coalesce(s.cpu, 0) as cpu_of_live_jobs,
+       h.memory_allocated, coalesce(s.memory, 0) as memory_of_live_jobs
+  from pgfleet.hosts h
+  left join (select host_id, sum(cpu) as cpu, sum(memory) as memory from pgfleet.jobs
+              where state in ('assigned', 'running') group by host_id) s on s.host_id = h.id
+ where h.cpu_allocated <> coalesce(s.cpu, 0) or h.memory_allocated <> coalesce(s.memory, 0);
+comment on view pgfleet.allocation_drift is
+  'Hosts whose allocated resources differ from the sum over their assigned and running jobs. Always empty unless something is wrong.';

@@ -1,0 +1,277 @@
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "core/db/migrate.h"
+
+namespace pgfleet::testing {
+
+namespace fs = std::filesystem;
+
+std::string AdminDsn() {
+  const char* dsn = std::getenv("PGFLEET_TEST_DSN");
+  if (!dsn || !*dsn) {
+    ADD_FAILURE() << "PGFLEET_TEST_DSN is not set: run the tests through scripts/test, which starts "
+                     "a throwaway PostgreSQL";
+    throw std::runtime_error("PGFLEET_TEST_DSN is not set");
+  }
+  return dsn;
+}
+
+namespace {
+std::atomic<int> g_counter{0};
+
+std::string ReplaceDbName(const std::string& dsn, const std::string& db) {
+  std::string out;
+  std::istringstream in(dsn);
+  std::string word;
+  while (in >> word) {
+    if (word.rfind("dbname=", 0) == 0) continue;
+    out += word + " ";
+  }
+  return out + "dbname=" + db;
+}
+}  // namespace
+
+TestDatabase::TestDatabase(bool migrate) {
+  std::string admin = AdminDsn();
+  name_ = "pgfleet_t_" + std::to_string(getpid()) + "_" + std::to_string(g_counter++);
+  {
+    pqxx::connection c(admin);
+    pqxx::nontransaction tx(c);
+    tx.exec0("drop database if exists " + name_);
+    tx.exec0("create database " + name_);
+  }
+  dsn_ = ReplaceDbName(admin, name_);
+  if (migrate) {
+    pqxx::connection c(dsn_);
+    db::Migrate(c);
+  }
+}
+
+TestDatabase::~TestDatabase() {
+  try {
+    pqxx::connection c(AdminDsn());
+    pqxx::nontransaction tx(c);
+    tx.exec0("drop database if exists " + name_ + " with (force)");
+  } catch (const std::exception&) {
+  }
+}
+
+std::unique_ptr<pqxx::connection> TestDatabase::Connect() const {
+  return std::make_unique<pqxx::connection>(dsn_);
+}
+
+std::string TestDatabase::Scalar(const std::string& sql) const {
+  pqxx::connection c(dsn_);
+  pqxx::work tx(c);
+  auto r = tx.exec1(sql);
+  tx.commit();
+  return r[0].is_null() ? "" : r[0].as<std::string>();
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("PGFLEET_TEST_TMP");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/pgfleet-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = buf.data();
+  chmod(path_.c_str(), 0755);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string BinaryPath(const std::string& name) { return std::string(PGFLEET_BINARY_DIR) + "/" + name; }
+std::string SourcePath(const std::string& rel) { return std::string(PGFLEET_SOURCE_DIR) + "/" + rel; }
+
+static pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+                   const std::vector<std::string>& extra_env) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& e : extra_env) env.push_back(e);
+  std::vector<char*> cenv;
+  for (auto& e : env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+Process::Process(std::vector<std::string> argv, std::string log_path, std::vector<std::string> extra_env)
+    : argv_(std::move(argv)), log_path_(std::move(log_path)) {
+  int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + log_path_);
+  pid_ = Spawn(argv_, fd, fd, extra_env);
+  close(fd);
+}
+
+Process::~Process() {
+  if (!reaped_) Stop(std::chrono::seconds(5));
+}
+
+void Process::Signal(int sig) {
+  if (!reaped_) kill(pid_, sig);
+}
+
+bool Process::Running() {
+  if (reaped_) return false;
+  pid_t r = waitpid(pid_, &status_, WNOHANG);
+  if (r == pid_) reaped_ = true;
+  return !reaped_;
+}
+
+int Process::Stop(std::chrono::milliseconds timeout) {
+  if (reaped_) return status_;
+  kill(pid_, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!Running()) return status_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Kill9();
+  return status_;
+}
+
+void Process::Kill9() {
+  if (reaped_) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status_, 0);
+  reaped_ = true;
+}
+
+std::string Process::Log() const {
+  std::ifstream f(log_path_);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+static std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string> extra_env,
+                  std::chrono::seconds timeout) {
+  TempDir tmp;
+  std::string out = tmp.path() + "/out", err = tmp.path() + "/err";
+  int ofd = open(out.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  int efd = open(err.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  pid_t pid = Spawn(argv, ofd, efd, extra_env);
+  close(ofd);
+  close(efd);
+  CommandResult res;
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      res.err = "timed out\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  res.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  res.out = Slurp(out);
+  res.err += Slurp(err);
+  return res;
+}
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+Cluster::Cluster(const TestDatabase& db) : db_(db) {
+  token_file_ = dir_.path() + "/token";
+  std::ofstream(token_file_) << "test-token-" << getpid() << "-" << g_counter++ << "\n";
+}
+
+Cluster::~Cluster() {
+  // Hosts first, then schedulers: reverse start order.
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) (*it)->Stop(std::chrono::seconds(5));
+}
+
+Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"), "--db", db_.dsn(), "--id", id,
+                                   "--token-file", token_file_, "--tick", "0.5"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
+  return *procs_.back();
+}
+
+Process& Cluster::StartHost(const std::string& id, int cpu, int memory, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"), "--db", db_.dsn(), "--id", id,
+                                   "--token-file", token_file_, "--cpu", std::to_string(cpu),
+                                   "--memory", std::to_string(memory), "--data-dir", dir_.path() + "/" + id,
+                                   "--heartbeat-interval", "0.5", "--reconcile-interval", "1"};
+  bool has_driver = false;
+  for (const auto& e : extra) has_driver |= e == "--driver";
+  if (!has_driver) {
+    argv.push_back("--driver");
+    argv.push_back("process");
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
+  return *procs_.back();
+}
+
+bool Cluster::WaitHostsUp(int n, std::chrono::milliseconds timeout) {
+  return WaitFor(
+      [&] {
+        return db_.Count("select count(*) from pgfleet.host_status where state = 'up' and alive") >= n;
+      },
+      timeout);
+}
+
+CommandResult Cluster::Cli(std::vector<std::string> args, std::chrono::seconds timeout) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, {"PGFLEET_DB=" + db_.dsn(), "PGFLEET_TOKEN_FILE=" + token_file_}, timeout);
+}
+
+std::string Cluster::Logs() const {
+  std::string out;
+  for (const auto& p : procs_) out += "----\n" + p->Log();
+  return out;
+}
+
+}  // namespace pgfleet::testing

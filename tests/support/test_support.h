@@ -1,0 +1,111 @@
+#pragma once
+// Shared test fixtures: a fresh migrated database per test on the throwaway
+// PostgreSQL that scripts/test starts ($PGFLEET_TEST_DSN), real daemon
+// processes, and command runs. No mocks of PostgreSQL anywhere.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pqxx/pqxx>
+
+namespace pgfleet::testing {
+
+// $PGFLEET_TEST_DSN; fails the test (ADD_FAILURE + throw) when unset, because
+// a database test that silently skips proves nothing.
+std::string AdminDsn();
+
+// A new database, migrated, dropped again at destruction.
+class TestDatabase {
+ public:
+  explicit TestDatabase(bool migrate = true);
+  ~TestDatabase();
+  const std::string& dsn() const { return dsn_; }
+  const std::string& name() const { return name_; }
+  std::unique_ptr<pqxx::connection> Connect() const;
+  // Runs a query returning one value, as text ("" for null).
+  std::string Scalar(const std::string& sql) const;
+  long long Count(const std::string& sql) const { return std::stoll(Scalar(sql)); }
+
+ private:
+  std::string name_;
+  std::string dsn_;
+};
+
+// A fresh temporary directory, removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string BinaryPath(const std::string& name);  // build/<name>
+std::string SourcePath(const std::string& rel);   // source tree
+
+// A child process with stdout+stderr in log_path; killed at destruction.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, std::string log_path, std::vector<std::string> extra_env = {});
+  ~Process();
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Sends SIGTERM, waits up to timeout, then SIGKILL; returns the wait status.
+  int Stop(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  void Kill9();
+  bool Running();
+  std::string Log() const;
+
+ private:
+  std::vector<std::string> argv_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs argv to completion (stdin /dev/null), capturing stdout and stderr.
+CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string> extra_env = {},
+                  std::chrono::seconds timeout = std::chrono::seconds(120));
+
+// Polls pred every 50 ms until it holds or timeout passes; returns pred's last value.
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+// A small local cluster of real processes against a TestDatabase: schedulers
+// and hosts (process driver unless told otherwise), sharing one token file.
+class Cluster {
+ public:
+  explicit Cluster(const TestDatabase& db);
+  ~Cluster();
+  Process& StartScheduler(const std::string& id, std::vector<std::string> extra = {});
+  Process& StartHost(const std::string& id, int cpu, int memory, std::vector<std::string> extra = {});
+  const std::string& token_file() const { return token_file_; }
+  const std::string& dir() const { return dir_.path(); }
+  // Blocks until n hosts have a fresh heartbeat.
+  bool WaitHostsUp(int n, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // Runs the pgfleet CLI against the test database.
+  CommandResult Cli(std::vector<std::string> args, std::chrono::seconds timeout = std::chrono::seconds(120));
+  std::vector<std::unique_ptr<Process>>& processes() { return procs_; }
+  // Prints every daemon's log (for failures).
+  std::string Logs() const;
+
+ private:
+  const TestDatabase& db_;
+  TempDir dir_;
+  std::string token_file_;
+  std::vector<std::unique_ptr<Process>> procs_;
+};
+
+}  // namespace pgfleet::testing
