@@ -47,7 +47,8 @@ int CmdHosts(const std::vector<std::string>& args) {
   pqxx::work tx(*conn);
   auto rows = tx.exec(
       "select id, state, alive, coalesce(heartbeat_age_s::text, '-'), coalesce(suspended, false),"
-      "       cpu_free || '/' || cpu || 'm', memory_free || '/' || memory || 'Mi', running_jobs, labels::text,"
+      "       cpu_free || '/' || cpu || 'm', memory_free || '/' || memory || 'Mi', running_jobs, "
+      "labels::text,"
       "       driver, coalesce(driver_note, ''), api_url, to_jsonb(h)::text"
       "  from pgfleet.host_status h order by id");
   if (common.json) {
@@ -61,12 +62,13 @@ int CmdHosts(const std::vector<std::string>& args) {
     std::string state = r[1].as<std::string>();
     if (state == "up" && !r[2].as<bool>()) state = "up (heartbeat late)";
     if (r[4].as<bool>()) state += " (suspended)";
-    table.push_back({r[0].as<std::string>(), state, r[3].as<std::string>() + "s", r[5].as<std::string>(),
-                     r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<std::string>(),
-                     r[9].as<std::string>(), r[11].as<std::string>(), r[10].as<std::string>()});
+    table.push_back({r[0].as<std::string>(), state, r[3].as<std::string>() + "s",
+                     r[5].as<std::string>(), r[6].as<std::string>(), r[7].as<std::string>(),
+                     r[8].as<std::string>(), r[9].as<std::string>(), r[11].as<std::string>(),
+                     r[10].as<std::string>()});
   }
-  PrintTable({"ID", "STATE", "HEARTBEAT", "CPU FREE", "MEMORY FREE", "RUNNING", "LABELS", "DRIVER", "API",
-              "DRIVER NOTE"},
+  PrintTable({"ID", "STATE", "HEARTBEAT", "CPU FREE", "MEMORY FREE", "RUNNING", "LABELS", "DRIVER",
+              "API", "DRIVER NOTE"},
              table);
   return kExitOk;
 }
@@ -91,18 +93,23 @@ int CmdStatus(const std::vector<std::string>& args) {
   }
   std::cout << "hosts: " << summary["hosts_up"] << " up of " << summary["hosts_total"]
             << "   schedulers: " << summary["schedulers"] << "\n"
-            << "cpu: " << summary["cpu_allocated"] << "m of " << summary["cpu_total"] << "m allocated"
-            << "   memory: " << summary["memory_allocated"] << " of " << summary["memory_total"] << " MiB\n"
-            << "jobs: " << summary["jobs_pending"] << " pending, " << summary["jobs_assigned"] << " assigned, "
-            << summary["jobs_running"] << " running, " << summary["jobs_succeeded"] << " succeeded, "
-            << summary["jobs_failed"] << " failed, " << summary["jobs_cancelled"] << " cancelled\n\n";
+            << "cpu: " << summary["cpu_allocated"] << "m of " << summary["cpu_total"]
+            << "m allocated"
+            << "   memory: " << summary["memory_allocated"] << " of " << summary["memory_total"]
+            << " MiB\n"
+            << "jobs: " << summary["jobs_pending"] << " pending, " << summary["jobs_assigned"]
+            << " assigned, " << summary["jobs_running"] << " running, " << summary["jobs_succeeded"]
+            << " succeeded, " << summary["jobs_failed"] << " failed, " << summary["jobs_cancelled"]
+            << " cancelled\n\n";
   std::vector<std::vector<std::string>> table;
   for (auto& x : formations) {
     table.push_back({x["name"].get<std::string>(), x["kind"].get<std::string>(),
-                     x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(), x["assigned"].dump(),
-                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump(), x["cancelled"].dump()});
+                     x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
+                     x["assigned"].dump(), x["running"].dump(), x["succeeded"].dump(),
+                     x["failed"].dump(), x["cancelled"].dump()});
   }
-  PrintTable({"FORMATION", "KIND", "DESIRED", "PENDING", "ASSIGNED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"},
+  PrintTable({"FORMATION", "KIND", "DESIRED", "PENDING", "ASSIGNED", "RUNNING", "SUCCEEDED",
+              "FAILED", "CANCELLED"},
              table);
   return kExitOk;
 }
@@ -110,7 +117,8 @@ int CmdStatus(const std::vector<std::string>& args) {
 static int SetHostState(const std::vector<std::string>& args, const std::string& fixed_state) {
   Common common;
   std::vector<std::string> pos;
-  po::options_description opts(fixed_state == "draining" ? "pgfleet drain HOST" : "pgfleet host offline|online HOST");
+  po::options_description opts(fixed_state == "draining" ? "pgfleet drain HOST"
+                                                         : "pgfleet host offline|online HOST");
   opts.add_options()("args", po::value(&pos)->composing(), "");
   AddCommonOptions(opts, common, false);
   po::variables_map vm;
@@ -139,9 +147,11 @@ int CmdDrain(const std::vector<std::string>& args) { return SetHostState(args, "
 int CmdHost(const std::vector<std::string>& args) { return SetHostState(args, ""); }
 
 int CmdFormation(const std::vector<std::string>& all_args) {
-  if (all_args.empty() || (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "list")) {
-    throw UsageError("expected: formation create NAME [--kind K] [--replicas N] [...] -- CMD... | "
-                     "formation scale NAME N | formation list");
+  if (all_args.empty() ||
+      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "list")) {
+    throw UsageError(
+        "expected: formation create NAME [--kind K] [--replicas N] [...] -- CMD... | "
+        "formation scale NAME N | formation list");
   }
   std::string sub = all_args[0];
   std::vector<std::string> args, command;
@@ -160,15 +170,14 @@ int CmdFormation(const std::vector<std::string>& all_args) {
   spec::JobSpec s;
   s.command = {"placeholder"};
   po::options_description opts("pgfleet formation " + sub);
-  opts.add_options()
-      ("kind", po::value(&kind), "service or batch (default batch)")
-      ("replicas", po::value(&replicas), "service: copies to keep running")
-      ("cpu", po::value(&s.cpu), "per replica, millicores")
-      ("memory", po::value(&s.memory), "per replica, MiB")
-      ("priority", po::value(&s.priority), "0-100")
-      ("env", po::value(&envs)->composing(), "KEY=VALUE (repeatable)")
-      ("constraint", po::value(&constraints)->composing(), "KEY=VALUE (repeatable)")
-      ("args", po::value(&pos)->composing(), "");
+  opts.add_options()("kind", po::value(&kind), "service or batch (default batch)")(
+      "replicas", po::value(&replicas), "service: copies to keep running")(
+      "cpu", po::value(&s.cpu), "per replica, millicores")("memory", po::value(&s.memory),
+                                                           "per replica, MiB")(
+      "priority", po::value(&s.priority), "0-100")("env", po::value(&envs)->composing(),
+                                                   "KEY=VALUE (repeatable)")(
+      "constraint", po::value(&constraints)->composing(), "KEY=VALUE (repeatable)")(
+      "args", po::value(&pos)->composing(), "");
   AddCommonOptions(opts, common, sub == "list");
   po::variables_map vm;
   ParseArgs(args, opts, vm, "args", -1);
@@ -207,9 +216,12 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     return kExitOk;
   }
   if (pos.size() != 1) throw UsageError("expected: formation create NAME [options] -- CMD ARG...");
-  if (kind != "service" && kind != "batch") throw UsageError("--kind must be service or batch (got \"" + kind + "\")");
-  if (replicas < 0) throw UsageError("--replicas must be >= 0 (got " + std::to_string(replicas) + ")");
-  if (kind == "service" && command.empty()) throw UsageError("a service formation needs a command after --");
+  if (kind != "service" && kind != "batch")
+    throw UsageError("--kind must be service or batch (got \"" + kind + "\")");
+  if (replicas < 0)
+    throw UsageError("--replicas must be >= 0 (got " + std::to_string(replicas) + ")");
+  if (kind == "service" && command.empty())
+    throw UsageError("a service formation needs a command after --");
   if (!command.empty()) s.command = command;
   try {
     for (const auto& e : envs) s.env.insert(spec::ParseKeyValue("--env", e));
@@ -220,11 +232,14 @@ int CmdFormation(const std::vector<std::string>& all_args) {
   }
   json cmd = command;
   auto id = tx.exec_params1(
-      "insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory, constraints, priority)"
-      " values ($1, $2, $3, case when $4 = '[]' then null else array(select jsonb_array_elements_text($4::jsonb)) end,"
-      "         $5::jsonb, $6, $7, $8::jsonb, $9) returning id",
-      pos[0], kind, replicas, cmd.dump(), json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(),
-      s.priority)[0].as<int>();
+                  "insert into pgfleet.formations (name, kind, replicas, command, env, cpu, "
+                  "memory, constraints, priority)"
+                  " values ($1, $2, $3, case when $4 = '[]' then null else array(select "
+                  "jsonb_array_elements_text($4::jsonb)) end,"
+                  "         $5::jsonb, $6, $7, $8::jsonb, $9) returning id",
+                  pos[0], kind, replicas, cmd.dump(), json(s.env).dump(), s.cpu, s.memory,
+                  json(s.constraints).dump(), s.priority)[0]
+                .as<int>();
   tx.commit();
   std::cout << pos[0] << " created (id " << id << ")\n";
   return kExitOk;

@@ -8,11 +8,13 @@
 namespace pgfleet::cli {
 
 void AddCommonOptions(po::options_description& opts, Common& common, bool listing) {
-  opts.add_options()
-      ("db", po::value(&common.db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")
-      ("token-file", po::value(&common.token_file), "cluster token, to read logs from hosts (else $PGFLEET_TOKEN_FILE)")
-      ("help,h", "show this help");
-  if (listing) opts.add_options()("json", po::bool_switch(&common.json), "print JSON instead of a table");
+  opts.add_options()("db", po::value(&common.db),
+                     "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
+      "token-file", po::value(&common.token_file),
+      "cluster token, to read logs from hosts (else $PGFLEET_TOKEN_FILE)")("help,h",
+                                                                           "show this help");
+  if (listing)
+    opts.add_options()("json", po::bool_switch(&common.json), "print JSON instead of a table");
 }
 
 void ParseArgs(const std::vector<std::string>& args, const po::options_description& opts,
@@ -48,7 +50,8 @@ std::string TokenOrEmpty(const Common& common) {
   return t;
 }
 
-void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> w(header.size());
   for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
   for (const auto& r : rows) {

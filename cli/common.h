@@ -2,13 +2,12 @@
 // Pieces every pgfleet CLI command shares: usage errors, the database and
 // token options, aligned tables and --json output.
 
-#include <stdexcept>
-#include <string>
-#include <vector>
-
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace pgfleet::cli {
 
@@ -37,7 +36,8 @@ void AddCommonOptions(po::options_description& opts, Common& common, bool listin
 // Parses args (argv after the command name) into vm; unknown flags and bad
 // values throw UsageError. Positional arguments go to `positional_name` (if set).
 void ParseArgs(const std::vector<std::string>& args, const po::options_description& opts,
-               po::variables_map& vm, const char* positional_name = nullptr, int max_positional = -1);
+               po::variables_map& vm, const char* positional_name = nullptr,
+               int max_positional = -1);
 
 std::unique_ptr<pqxx::connection> ConnectDb(const Common& common);
 
@@ -45,7 +45,8 @@ std::unique_ptr<pqxx::connection> ConnectDb(const Common& common);
 std::string TokenOrEmpty(const Common& common);
 
 // Prints rows as an aligned table with a header.
-void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows);
 
 // Runs a query whose single column is json (e.g. json_agg) and prints it pretty.
 void PrintJson(const nlohmann::json& j);

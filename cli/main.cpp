@@ -1,11 +1,11 @@
 // pgfleet: the command-line client. Every command is a thin layer over SQL on
 // the pgfleet schema (and, for logs, the hosts' API).
 
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 #include <iostream>
 #include <map>
-
-#include <spdlog/spdlog.h>
 
 #include "cli/common.h"
 
@@ -15,7 +15,8 @@ const char* kUsage =
     "usage: pgfleet COMMAND [options]\n"
     "commands:\n"
     "  migrate                          create or upgrade the schema\n"
-    "  run [options] -- CMD ARG...      submit a job (prints its id; --wait streams output, exits with its code)\n"
+    "  run [options] -- CMD ARG...      submit a job (prints its id; --wait streams output, exits "
+    "with its code)\n"
     "  ps [--all] [--formation F]       list jobs\n"
     "  inspect JOB                      everything about a job, with its events\n"
     "  logs JOB [-f] [--tail N]         a job's output\n"
@@ -34,14 +35,16 @@ const char* kUsage =
 int main(int argc, char** argv) {
   using namespace pgfleet::cli;
   spdlog::set_level(spdlog::level::warn);
-  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "help")) {
     std::cout << kUsage;
     return argc < 2 ? kExitUsage : kExitOk;
   }
   static const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"migrate", CmdMigrate}, {"run", CmdRun},       {"ps", CmdPs},         {"inspect", CmdInspect},
-      {"logs", CmdLogs},       {"stop", CmdStop},     {"events", CmdEvents}, {"hosts", CmdHosts},
-      {"status", CmdStatus},   {"drain", CmdDrain},   {"host", CmdHost},     {"formation", CmdFormation}};
+      {"migrate", CmdMigrate}, {"run", CmdRun},     {"ps", CmdPs},
+      {"inspect", CmdInspect}, {"logs", CmdLogs},   {"stop", CmdStop},
+      {"events", CmdEvents},   {"hosts", CmdHosts}, {"status", CmdStatus},
+      {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {
@@ -52,7 +55,8 @@ int main(int argc, char** argv) {
   try {
     return it->second(args);
   } catch (const UsageError& e) {
-    std::cerr << "pgfleet " << name << ": " << e.what() << "\n(see pgfleet " << name << " --help)\n";
+    std::cerr << "pgfleet " << name << ": " << e.what() << "\n(see pgfleet " << name
+              << " --help)\n";
     return kExitUsage;
   } catch (const pqxx::broken_connection& e) {
     std::cerr << "pgfleet " << name << ": cannot connect to the database: " << e.what();

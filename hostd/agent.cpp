@@ -1,9 +1,9 @@
 #include "hostd/agent.h"
 
+#include <spdlog/spdlog.h>
+
 #include <set>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "core/spec/job_spec.h"
 
@@ -40,8 +40,8 @@ void Agent::Register(pqxx::connection& conn) {
   json labels = config_.labels;
   pqxx::work tx(conn);
   generation_ = tx.exec_params1("select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7)",
-                                config_.id, config_.api_url, config_.cpu, config_.memory, labels.dump(),
-                                config_.driver, config_.driver_note)[0]
+                                config_.id, config_.api_url, config_.cpu, config_.memory,
+                                labels.dump(), config_.driver, config_.driver_note)[0]
                     .as<int64_t>();
   tx.commit();
   registered_ = true;
@@ -65,8 +65,8 @@ void Agent::Heartbeat(pqxx::connection& conn) {
   if (state == "lost" || gen != generation_) {
     // We were declared lost (or another hostd took our id): our attempts may
     // have been superseded. Re-register; the reconcile kills what is not ours.
-    spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering", config_.id,
-                 state, gen, generation_);
+    spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering",
+                 config_.id, state, gen, generation_);
     registered_ = false;
   }
 }
@@ -84,9 +84,9 @@ bool Agent::Flush(pqxx::connection& conn) {
   json arr = batch;
   try {
     pqxx::work tx(conn);
-    auto rows = tx.exec_params("select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)",
-                               config_.id, generation_,
-                               arr.dump(-1, ' ', false, json::error_handler_t::replace));
+    auto rows = tx.exec_params(
+        "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)",
+        config_.id, generation_, arr.dump(-1, ' ', false, json::error_handler_t::replace));
     tx.commit();
     metrics_.Add("pgfleet_host_reports_total", static_cast<double>(batch.size()));
     for (const auto& r : rows) {
@@ -94,8 +94,8 @@ bool Agent::Flush(pqxx::connection& conn) {
       int64_t job = r[0].as<int64_t>();
       int attempt = r[1].as<int>();
       std::string kind = r[2].as<std::string>();
-      spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here", job,
-                   attempt, kind);
+      spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
+                   job, attempt, kind);
       metrics_.Add("pgfleet_host_reports_rejected_total", 1);
       supervisor_->Kill(job, attempt);
     }
@@ -129,7 +129,9 @@ void Agent::Reconcile(pqxx::connection& conn) {
     if (supervisor_->Known(job, attempt)) continue;
     if (state == "running") {
       // Reported running by an earlier life of this hostd, which we cannot re-attach to.
-      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "lost"},
+      Enqueue({{"job", job},
+               {"attempt", attempt},
+               {"kind", "lost"},
                {"error", "hostd restarted while the attempt ran; its outcome is unknown"}});
       continue;
     }
@@ -138,14 +140,18 @@ void Agent::Reconcile(pqxx::connection& conn) {
     try {
       spec = spec::ParseJobSpec(json::parse(r[4].as<std::string>()));
     } catch (const std::exception& e) {
-      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "start_failed"},
+      Enqueue({{"job", job},
+               {"attempt", attempt},
+               {"kind", "start_failed"},
                {"error", std::string("invalid job spec: ") + e.what()}});
       continue;
     }
     std::string err;
     auto res = supervisor_->Start(job, attempt, spec, &err);
     if (res == Supervisor::StartResult::kPreviousLife) {
-      Enqueue({{"job", job}, {"attempt", attempt}, {"kind", "lost"},
+      Enqueue({{"job", job},
+               {"attempt", attempt},
+               {"kind", "lost"},
                {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
     } else if (res == Supervisor::StartResult::kStarted) {
       spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job, attempt);

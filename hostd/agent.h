@@ -9,9 +9,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/db/connection.h"
 #include "core/net/http.h"

@@ -1,11 +1,10 @@
 #include "hostd/api.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "core/spec/job_spec.h"
 
@@ -35,8 +34,8 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
     if (!e.contains("job") || !e["job"].is_number_integer() || e["job"].get<int64_t>() <= 0) {
       throw spec::SpecError(at + ".job", at + ".job must be an integer > 0");
     }
-    if (!e.contains("attempt") || !e["attempt"].is_number_integer() || e["attempt"].get<int64_t>() <= 0 ||
-        e["attempt"].get<int64_t>() > INT32_MAX) {
+    if (!e.contains("attempt") || !e["attempt"].is_number_integer() ||
+        e["attempt"].get<int64_t>() <= 0 || e["attempt"].get<int64_t>() > INT32_MAX) {
       throw spec::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
     }
     if (!e.contains("spec")) throw spec::SpecError(at + ".spec", at + ".spec is required");
@@ -69,7 +68,8 @@ int IntParam(const httplib::Request& req, const char* name) {
   int64_t n = 0;
   if (v == "0") return 0;
   if (!ParseId(v, &n) || n > INT32_MAX) {
-    throw spec::SpecError(name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
+    throw spec::SpecError(
+        name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
   }
   return static_cast<int>(n);
 }
@@ -89,31 +89,34 @@ std::string LastLines(const std::string& text, int lines) {
 
 }  // namespace
 
-void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, const std::string& token,
-                net::Metrics& metrics) {
+void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
+                const std::string& token, net::Metrics& metrics) {
   server.set_payload_max_length(net::kMaxBodyBytes);
-  server.set_pre_routing_handler([token, &metrics](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (!net::Authorized(req, token)) {
-      metrics.Add("pgfleet_host_api_unauthorized_total", 1);
-      net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    net::ErrorResponse(res, 500, what);
-  });
+  server.set_pre_routing_handler(
+      [token, &metrics](const httplib::Request& req, httplib::Response& res) {
+        if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+        if (!net::Authorized(req, token)) {
+          metrics.Add("pgfleet_host_api_unauthorized_total", 1);
+          net::ErrorResponse(res, 401,
+                             "missing or wrong cluster token (Authorization: Bearer <token>)");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        net::ErrorResponse(res, 500, what);
+      });
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) {
-      std::string msg = res.status == 413 ? "request body over 1 MiB"
+      std::string msg = res.status == 413   ? "request body over 1 MiB"
                         : res.status == 404 ? "no such endpoint"
                                             : "request failed";
       net::ErrorResponse(res, res.status, msg);
@@ -138,10 +141,14 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, c
                            : r == Supervisor::StartResult::kFailed  ? "failed"
                                                                     : "previous_life";
       if (r == Supervisor::StartResult::kPreviousLife) {
-        agent.Enqueue({{"job", item.job}, {"attempt", item.attempt}, {"kind", "lost"},
-                       {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
+        agent.Enqueue(
+            {{"job", item.job},
+             {"attempt", item.attempt},
+             {"kind", "lost"},
+             {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
       }
-      results.push_back({{"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}});
+      results.push_back(
+          {{"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}});
     }
     metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
     res.set_content(json{{"results", results}}.dump(), "application/json");
@@ -156,15 +163,20 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, c
 
   server.Get(R"(/v1/jobs/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
     int64_t id;
-    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    if (!ParseId(req.matches[1], &id))
+      return net::ErrorResponse(res, 400, "job id must be a positive integer");
     auto info = supervisor.Latest(id);
-    if (!info) return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
-    res.set_content(info->ToJson().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    if (!info)
+      return net::ErrorResponse(res, 404,
+                                "job " + std::to_string(id) + " is not known to this host");
+    res.set_content(info->ToJson().dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
   });
 
   server.Post(R"(/v1/jobs/([^/]+)/stop)", [&](const httplib::Request& req, httplib::Response& res) {
     int64_t id;
-    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    if (!ParseId(req.matches[1], &id))
+      return net::ErrorResponse(res, 400, "job id must be a positive integer");
     int attempt;
     try {
       attempt = IntParam(req, "attempt");
@@ -172,14 +184,16 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, c
       return net::ErrorResponse(res, 400, e.what());
     }
     if (!supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
-      return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+      return net::ErrorResponse(res, 404,
+                                "job " + std::to_string(id) + " is not known to this host");
     }
     res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
   });
 
   server.Get(R"(/v1/jobs/([^/]+)/logs)", [&](const httplib::Request& req, httplib::Response& res) {
     int64_t id;
-    if (!ParseId(req.matches[1], &id)) return net::ErrorResponse(res, 400, "job id must be a positive integer");
+    if (!ParseId(req.matches[1], &id))
+      return net::ErrorResponse(res, 400, "job id must be a positive integer");
     int attempt, tail, follow;
     try {
       attempt = IntParam(req, "attempt");
@@ -189,7 +203,9 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, c
       return net::ErrorResponse(res, 400, e.what());
     }
     std::string path = supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
-    if (path.empty()) return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
+    if (path.empty())
+      return net::ErrorResponse(res, 404,
+                                "no logs for job " + std::to_string(id) + " on this host");
     if (attempt <= 0) {
       // attempt from the directory name <job>-<attempt>/output.log
       std::string dir = path.substr(0, path.rfind('/'));
@@ -209,7 +225,8 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, c
     auto sent_first = std::make_shared<bool>(false);
     auto pos = std::make_shared<size_t>(offset);
     res.set_chunked_content_provider(
-        "text/plain", [&supervisor, id, attempt, path, first, sent_first, pos](size_t, httplib::DataSink& sink) {
+        "text/plain",
+        [&supervisor, id, attempt, path, first, sent_first, pos](size_t, httplib::DataSink& sink) {
           if (!*sent_first) {
             *sent_first = true;
             if (!first.empty() && !sink.write(first.data(), first.size())) return false;

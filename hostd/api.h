@@ -7,9 +7,9 @@
 //   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1] output (stdout+stderr)
 // Bad requests get 4xx with {"error": "..."} naming the field; nothing is started.
 
-#include <string>
-
 #include <httplib.h>
+
+#include <string>
 
 #include "core/net/http.h"
 #include "hostd/agent.h"
@@ -17,7 +17,7 @@
 
 namespace pgfleet::hostd {
 
-void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent, const std::string& token,
-                net::Metrics& metrics);
+void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
+                const std::string& token, net::Metrics& metrics);
 
 }  // namespace pgfleet::hostd

@@ -1,16 +1,15 @@
 // pgfleet-hostd: registers this machine, heartbeats, and runs the jobs the
 // schedulers assign to it.
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <thread>
-
-#include <boost/program_options.hpp>
-#include <spdlog/spdlog.h>
 
 #include "core/db/connection.h"
 #include "core/net/http.h"
@@ -40,9 +39,11 @@ int MachineMemoryMiB() {
 }
 
 int Usage(const std::string& msg) {
-  std::cerr << "pgfleet-hostd: " << msg
-            << "\nusage: pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
-               " [--driver container|process] [--cpu N] [--memory N] [--label k=v]... [--data-dir DIR]\n";
+  std::cerr
+      << "pgfleet-hostd: " << msg
+      << "\nusage: pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise "
+         "URL]"
+         " [--driver container|process] [--cpu N] [--memory N] [--label k=v]... [--data-dir DIR]\n";
   return 2;
 }
 
@@ -66,22 +67,26 @@ int main(int argc, char** argv) {
   int cpu = 0, memory = 0;
   double heartbeat = 2.0, reconcile = 5.0;
   std::vector<std::string> labels;
-  opts.add_options()
-      ("help,h", "show this help")
-      ("db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")
-      ("id", po::value(&id), "host id (required)")
-      ("listen", po::value(&listen)->default_value("127.0.0.1:0"), "API address HOST:PORT (port 0: any free port)")
-      ("advertise", po::value(&advertise), "URL schedulers use to reach this host (default http://<listen>)")
-      ("driver", po::value(&driver_name)->default_value("auto"), "container, process, or auto")
-      ("cpu", po::value(&cpu)->default_value(0), "millicores offered (default: all cores x 1000)")
-      ("memory", po::value(&memory)->default_value(0), "MiB offered (default: the machine's memory)")
-      ("label", po::value(&labels)->composing(), "label KEY=VALUE for job constraints (repeatable)")
-      ("heartbeat-interval", po::value(&heartbeat)->default_value(2.0), "seconds between heartbeats")
-      ("reconcile-interval", po::value(&reconcile)->default_value(5.0), "seconds between reconciles with the database")
-      ("data-dir", po::value(&data_dir), "directory for job logs and state (default ./pgfleet-data/<id>)")
-      ("token-file", po::value(&token_file), "file holding the cluster token (required)")
-      ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error")
-      ("config", po::value<std::string>(), "config file with the same option names (name = value)");
+  opts.add_options()("help,h", "show this help")(
+      "db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
+      "id", po::value(&id), "host id (required)")("listen",
+                                                  po::value(&listen)->default_value("127.0.0.1:0"),
+                                                  "API address HOST:PORT (port 0: any free port)")(
+      "advertise", po::value(&advertise),
+      "URL schedulers use to reach this host (default http://<listen>)")(
+      "driver", po::value(&driver_name)->default_value("auto"), "container, process, or auto")(
+      "cpu", po::value(&cpu)->default_value(0), "millicores offered (default: all cores x 1000)")(
+      "memory", po::value(&memory)->default_value(0),
+      "MiB offered (default: the machine's memory)")(
+      "label", po::value(&labels)->composing(), "label KEY=VALUE for job constraints (repeatable)")(
+      "heartbeat-interval", po::value(&heartbeat)->default_value(2.0),
+      "seconds between heartbeats")("reconcile-interval", po::value(&reconcile)->default_value(5.0),
+                                    "seconds between reconciles with the database")(
+      "data-dir", po::value(&data_dir),
+      "directory for job logs and state (default ./pgfleet-data/<id>)")(
+      "token-file", po::value(&token_file), "file holding the cluster token (required)")(
+      "log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error")(
+      "config", po::value<std::string>(), "config file with the same option names (name = value)");
   po::variables_map vm;
   std::map<std::string, std::string> label_map;
   try {
@@ -98,7 +103,8 @@ int main(int argc, char** argv) {
     }
     if (id.empty()) throw std::invalid_argument("--id is required");
     if (cpu < 0) throw std::invalid_argument("--cpu must be > 0 (got " + std::to_string(cpu) + ")");
-    if (memory < 0) throw std::invalid_argument("--memory must be > 0 (got " + std::to_string(memory) + ")");
+    if (memory < 0)
+      throw std::invalid_argument("--memory must be > 0 (got " + std::to_string(memory) + ")");
     if (heartbeat <= 0) throw std::invalid_argument("--heartbeat-interval must be > 0");
     if (reconcile <= 0) throw std::invalid_argument("--reconcile-interval must be > 0");
     for (const auto& l : labels) label_map.insert(pgfleet::spec::ParseKeyValue("--label", l));
@@ -142,7 +148,8 @@ int main(int argc, char** argv) {
 
   httplib::Server server;
   auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return Usage("--listen must be HOST:PORT (got \"" + listen + "\")");
+  if (colon == std::string::npos)
+    return Usage("--listen must be HOST:PORT (got \"" + listen + "\")");
   std::string lhost = listen.substr(0, colon);
   int port;
   try {
@@ -150,8 +157,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception&) {
     return Usage("--listen port must be a number (got \"" + listen + "\")");
   }
-  if (port == 0) port = server.bind_to_any_port(lhost);
-  else if (!server.bind_to_port(lhost, port)) port = -1;
+  if (port == 0)
+    port = server.bind_to_any_port(lhost);
+  else if (!server.bind_to_port(lhost, port))
+    port = -1;
   if (port < 0) {
     spdlog::error("host={} cannot listen on {}", id, listen);
     return 1;
@@ -171,14 +180,14 @@ int main(int argc, char** argv) {
   config.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat * 1000));
   config.reconcile_interval = std::chrono::milliseconds(static_cast<int64_t>(reconcile * 1000));
   pgfleet::hostd::Agent agent(config, metrics);
-  pgfleet::hostd::Supervisor supervisor(*driver, data_dir, id,
-                                        [&agent](nlohmann::json r) { agent.Enqueue(std::move(r)); });
+  pgfleet::hostd::Supervisor supervisor(
+      *driver, data_dir, id, [&agent](nlohmann::json r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);
   pgfleet::net::AddHealthAndMetrics(server, metrics, id);
   pgfleet::hostd::InstallApi(server, supervisor, agent, token, metrics);
   std::thread http([&server] { server.listen_after_bind(); });
-  spdlog::info("host={} API on {} (advertised {}), data dir {}", id, listen.substr(0, colon) + ":" + std::to_string(port),
-               advertise, data_dir);
+  spdlog::info("host={} API on {} (advertised {}), data dir {}", id,
+               listen.substr(0, colon) + ":" + std::to_string(port), advertise, data_dir);
 
   agent.Run(g_stop);
   server.stop();

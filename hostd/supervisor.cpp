@@ -2,13 +2,12 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "core/util/text.h"
 
@@ -44,7 +43,10 @@ json JobInfo::ToJson() const {
 }
 
 Supervisor::Supervisor(Driver& driver, std::string data_dir, std::string host_id, Sink sink)
-    : driver_(driver), data_dir_(std::move(data_dir)), host_id_(std::move(host_id)), sink_(std::move(sink)) {
+    : driver_(driver),
+      data_dir_(std::move(data_dir)),
+      host_id_(std::move(host_id)),
+      sink_(std::move(sink)) {
   mkdir((data_dir_ + "/jobs").c_str(), 0755);
 }
 
@@ -114,7 +116,8 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const spe
     ++threads_;
     sink_({{"job", job_id}, {"attempt", attempt}, {"kind", "running"}, {"pid", rec->pid}});
   }
-  spdlog::info("job={} attempt={} started pid={} driver={}", job_id, attempt, rec->pid, driver_.name());
+  spdlog::info("job={} attempt={} started pid={} driver={}", job_id, attempt, rec->pid,
+               driver_.name());
   std::thread([this, rec] { WaitFor(rec); }).detach();
   return StartResult::kStarted;
 }
@@ -155,7 +158,8 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
     if (!immediate) {
       rec->exec->Signal(SIGTERM);
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::seconds(grace_seconds), [&] { return rec->exit.has_value(); });
+      cv_.wait_for(lock, std::chrono::seconds(grace_seconds),
+                   [&] { return rec->exit.has_value(); });
     }
     if (!rec->exit) rec->exec->Signal(SIGKILL);
     std::lock_guard<std::mutex> lock(mu_);
@@ -183,10 +187,14 @@ bool Supervisor::Stop(int64_t job_id, int attempt) {
     r->exit->error = "stopped before it started";
     r->finished_at = Clock::now();
     records_[{job_id, attempt}] = r;
-    sink_({{"job", job_id}, {"attempt", attempt}, {"kind", "start_failed"}, {"error", "stopped before it started"}});
+    sink_({{"job", job_id},
+           {"attempt", attempt},
+           {"kind", "start_failed"},
+           {"error", "stopped before it started"}});
     return true;
   }
-  spdlog::info("job={} attempt={} stopping (grace {}s)", job_id, rec->attempt, rec->spec.stop_grace_seconds);
+  spdlog::info("job={} attempt={} stopping (grace {}s)", job_id, rec->attempt,
+               rec->spec.stop_grace_seconds);
   StopRecord(rec, rec->spec.stop_grace_seconds, false);
   return true;
 }
@@ -216,12 +224,12 @@ bool Supervisor::Live(int64_t job_id, int attempt) const {
   return it != records_.end() && !it->second->exit && it->second->state != "start_failed";
 }
 
-
 std::vector<JobInfo> Supervisor::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<JobInfo> out;
   for (auto& [key, r] : records_) {
-    out.push_back(JobInfo{r->job_id, r->attempt, r->pid, r->state, r->log_path, r->started, r->exit});
+    out.push_back(
+        JobInfo{r->job_id, r->attempt, r->pid, r->state, r->log_path, r->started, r->exit});
   }
   return out;
 }

@@ -14,11 +14,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "hostd/drivers/driver.h"
 
@@ -65,7 +64,8 @@ class Supervisor {
   // Log file of the attempt (0 = latest found on disk); empty if none.
   std::string LogPath(int64_t job_id, int attempt) const;
   // Live attempts started before t (for the reconcile's superseded check).
-  std::vector<std::pair<int64_t, int>> LiveStartedBefore(std::chrono::steady_clock::time_point t) const;
+  std::vector<std::pair<int64_t, int>> LiveStartedBefore(
+      std::chrono::steady_clock::time_point t) const;
   size_t LiveCount() const;
 
  private:

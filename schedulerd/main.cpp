@@ -1,15 +1,14 @@
 // pgfleet-schedulerd: places pending jobs on hosts. Run as many as you like;
 // they share the work through per-formation advisory locks.
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <thread>
-
-#include <boost/program_options.hpp>
-#include <spdlog/spdlog.h>
 
 #include "core/db/connection.h"
 #include "core/net/http.h"
@@ -28,16 +27,18 @@ int main(int argc, char** argv) {
   std::string db, id, listen, token_file, config_file, log_level;
   double tick = 1.0;
   int batch = 500;
-  opts.add_options()
-      ("help,h", "show this help")
-      ("db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")
-      ("id", po::value(&id), "scheduler id (default: <hostname>-<pid>)")
-      ("listen", po::value(&listen)->default_value("127.0.0.1:0"), "address for /health and /metrics")
-      ("token-file", po::value(&token_file), "file holding the cluster token (required)")
-      ("tick", po::value(&tick)->default_value(1.0), "seconds between safety-net passes over all formations")
-      ("batch-size", po::value(&batch)->default_value(500), "pending jobs claimed per formation per transaction")
-      ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error")
-      ("config", po::value(&config_file), "config file with the same option names (name = value)");
+  opts.add_options()("help,h", "show this help")(
+      "db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
+      "id", po::value(&id), "scheduler id (default: <hostname>-<pid>)")(
+      "listen", po::value(&listen)->default_value("127.0.0.1:0"),
+      "address for /health and /metrics")("token-file", po::value(&token_file),
+                                          "file holding the cluster token (required)")(
+      "tick", po::value(&tick)->default_value(1.0),
+      "seconds between safety-net passes over all formations")(
+      "batch-size", po::value(&batch)->default_value(500),
+      "pending jobs claimed per formation per transaction")(
+      "log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error")(
+      "config", po::value(&config_file), "config file with the same option names (name = value)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -51,10 +52,13 @@ int main(int argc, char** argv) {
       std::cout << opts << "\n";
       return 0;
     }
-    if (tick <= 0) throw std::invalid_argument("--tick must be > 0 (got " + std::to_string(tick) + ")");
-    if (batch <= 0) throw std::invalid_argument("--batch-size must be > 0 (got " + std::to_string(batch) + ")");
+    if (tick <= 0)
+      throw std::invalid_argument("--tick must be > 0 (got " + std::to_string(tick) + ")");
+    if (batch <= 0)
+      throw std::invalid_argument("--batch-size must be > 0 (got " + std::to_string(batch) + ")");
   } catch (const std::exception& e) {
-    std::cerr << "pgfleet-schedulerd: " << e.what() << "\nusage: pgfleet-schedulerd --db DSN --token-file FILE [options]\n";
+    std::cerr << "pgfleet-schedulerd: " << e.what()
+              << "\nusage: pgfleet-schedulerd --db DSN --token-file FILE [options]\n";
     return 2;
   }
 
@@ -101,8 +105,10 @@ int main(int argc, char** argv) {
     std::cerr << "pgfleet-schedulerd: --listen port must be a number (got \"" << listen << "\")\n";
     return 2;
   }
-  if (port == 0) port = server.bind_to_any_port(lhost);
-  else if (!server.bind_to_port(lhost, port)) port = -1;
+  if (port == 0)
+    port = server.bind_to_any_port(lhost);
+  else if (!server.bind_to_port(lhost, port))
+    port = -1;
   if (port < 0) {
     std::cerr << "pgfleet-schedulerd: cannot listen on " << listen << "\n";
     return 1;

@@ -1,10 +1,9 @@
 #include "schedulerd/scheduler.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <future>
-
-#include <spdlog/spdlog.h>
 
 #include "core/db/constants.h"
 #include "core/placement/placement.h"
@@ -109,15 +108,16 @@ std::vector<std::pair<int, std::string>> Scheduler::FormationsToWork(pqxx::conne
       "  join lateral (select max(j.priority) as p from pgfleet.jobs j"
       "                 where j.formation = f.name and j.state = 'pending'"
       "                   and j.desired_state = 'run'"
-      "                   and (j.not_before is null or j.not_before <= now())) m on m.p is not null";
+      "                   and (j.not_before is null or j.not_before <= now())) m on m.p is not "
+      "null";
   if (all) {
     rows = tx.exec(std::string(base) + " order by m.p desc, f.id");
   } else {
     std::string ids = "{";
     for (int id : dirty) ids += (ids.size() > 1 ? "," : "") + std::to_string(id);
     ids += "}";
-    rows = tx.exec_params(std::string(base) + " where f.id = any($1::integer[]) order by m.p desc, f.id",
-                          ids);
+    rows = tx.exec_params(
+        std::string(base) + " where f.id = any($1::integer[]) order by m.p desc, f.id", ids);
   }
   tx.commit();
   std::vector<std::pair<int, std::string>> out;
@@ -167,8 +167,8 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
     if (plan.placements.empty()) break;
     json p = json::array();
     for (const auto& pl : plan.placements) p.push_back({{"job", pl.job_id}, {"host", pl.host_id}});
-    auto rows = tx.exec_params("select job_id, attempt, host_id from pgfleet.assign_jobs($1::jsonb)",
-                               p.dump());
+    auto rows = tx.exec_params(
+        "select job_id, attempt, host_id from pgfleet.assign_jobs($1::jsonb)", p.dump());
     std::set<int64_t> done;
     for (const auto& r : rows) {
       int64_t id = r[0].as<int64_t>();
@@ -225,17 +225,19 @@ void Scheduler::DispatchAll(pqxx::connection& conn, std::map<std::string, HostTa
     }
     std::string url = target.api_url, token = config_.token;
     int timeout = config_.dispatch_timeout_seconds;
-    calls.emplace_back(host, std::async(std::launch::async, [url, token, timeout, body]() -> std::string {
-      try {
-        auto client = net::MakeClient(url, token, timeout);
-        auto res = client->Post("/v1/jobs", body.dump(), "application/json");
-        if (!res) return "no answer from " + url + ": " + httplib::to_string(res.error());
-        if (res->status != 200) return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
-        return "";
-      } catch (const std::exception& e) {
-        return e.what();
-      }
-    }));
+    calls.emplace_back(
+        host, std::async(std::launch::async, [url, token, timeout, body]() -> std::string {
+          try {
+            auto client = net::MakeClient(url, token, timeout);
+            auto res = client->Post("/v1/jobs", body.dump(), "application/json");
+            if (!res) return "no answer from " + url + ": " + httplib::to_string(res.error());
+            if (res->status != 200)
+              return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+            return "";
+          } catch (const std::exception& e) {
+            return e.what();
+          }
+        }));
   }
   for (auto& [host, fut] : calls) {
     std::string err = fut.get();
@@ -251,10 +253,12 @@ void Scheduler::DispatchAll(pqxx::connection& conn, std::map<std::string, HostTa
     json jobs = json::array();
     for (const auto& d : target.jobs) jobs.push_back({{"job", d.job_id}, {"attempt", d.attempt}});
     pqxx::work tx(conn);
-    int n = tx.exec_params1("select pgfleet.dispatch_failed($1, $2::jsonb, $3)", host, jobs.dump(), err)[0]
+    int n = tx.exec_params1("select pgfleet.dispatch_failed($1, $2::jsonb, $3)", host, jobs.dump(),
+                            err)[0]
                 .as<int>();
     tx.commit();
-    spdlog::warn("host={} dispatch failed, {} jobs back to pending, host suspended: {}", host, n, err);
+    spdlog::warn("host={} dispatch failed, {} jobs back to pending, host suspended: {}", host, n,
+                 err);
   }
 }
 
@@ -266,13 +270,16 @@ void Scheduler::ForwardStops(pqxx::connection& conn) {
       " where j.desired_state = 'stop' and j.state in ('assigned', 'running')");
   tx.commit();
   for (const auto& r : rows) {
-    std::string path = "/v1/jobs/" + r[0].as<std::string>() + "/stop?attempt=" + r[1].as<std::string>();
+    std::string path =
+        "/v1/jobs/" + r[0].as<std::string>() + "/stop?attempt=" + r[1].as<std::string>();
     try {
-      auto client = net::MakeClient(r[3].as<std::string>(), config_.token, config_.dispatch_timeout_seconds);
+      auto client =
+          net::MakeClient(r[3].as<std::string>(), config_.token, config_.dispatch_timeout_seconds);
       auto res = client->Post(path.c_str(), "", "application/json");
       if (!res || res->status >= 300) {
-        spdlog::warn("job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",
-                     r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>());
+        spdlog::warn(
+            "job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",
+            r[0].as<std::string>(), r[1].as<std::string>(), r[2].as<std::string>());
       }
     } catch (const std::exception& e) {
       spdlog::warn("job={} stop: {}", r[0].as<std::string>(), e.what());

@@ -10,12 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <pqxx/pqxx>
 
 #include "core/db/connection.h"
 #include "core/net/http.h"
@@ -24,10 +23,10 @@ namespace pgfleet::schedulerd {
 
 struct Config {
   std::string dsn;
-  std::string id;               // row in pgfleet.schedulers
-  std::string token;            // cluster token for hostd's API
+  std::string id;                        // row in pgfleet.schedulers
+  std::string token;                     // cluster token for hostd's API
   std::chrono::milliseconds tick{1000};  // safety-net timer
-  int batch_size = 500;         // pending jobs claimed per formation per transaction
+  int batch_size = 500;                  // pending jobs claimed per formation per transaction
   int dispatch_timeout_seconds = 3;
 };
 

@@ -3,6 +3,13 @@
 -- attempt and host), one job_events row, and the host's allocated resources
 -- adjusted in the same statement or transaction.
 
+-- schema_migrations is created by the migrate runner (core/db/migrate.cpp) before
+-- any migration runs, so it is documented here, re-applied on every migrate.
+comment on table pgfleet.schema_migrations is
+  'Migrations of migrations/ already applied to this database, one row each; written by `pgfleet migrate`.';
+comment on column pgfleet.schema_migrations.name is 'File name of the applied migration, e.g. 0001_init.sql.';
+comment on column pgfleet.schema_migrations.applied_at is 'When it was applied.';
+
 create or replace function pgfleet.lock_class() returns integer
 language sql immutable parallel safe as $$ select 1885824628 $$;  -- 0x70676674, 'pgft'
 comment on function pgfleet.lock_class() is
@@ -135,7 +142,14 @@ returns bigint
 language plpgsql as $$
 declare
   v_generation bigint;
+  v_old pgfleet.hosts;
 begin
+  select * into v_old from pgfleet.hosts where id = p_id;
+  if found and (v_old.cpu_allocated > p_cpu or v_old.memory_allocated > p_memory) then
+    raise exception 'host % cannot register with cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
+      p_id, p_cpu, p_memory, v_old.cpu_allocated, v_old.memory_allocated
+      using errcode = 'check_violation';
+  end if;
   insert into pgfleet.hosts as h (id, api_url, cpu, memory, labels, driver, driver_note)
   values (p_id, p_api_url, p_cpu, p_memory, coalesce(p_labels, '{}'), p_driver, p_driver_note)
   on conflict (id) do update
@@ -195,9 +209,12 @@ language sql as $$
   -- allocation is raised only if everything planned for it still fits, so a
   -- scheduler that planned against a stale snapshot touches no row for that host
   -- and re-plans those jobs.
+  -- A job listed twice counts once (its first entry): otherwise its resources
+  -- would be reserved twice but released once (allocation_drift).
   with plan as (
-    select (e ->> 'job')::bigint as job_id, e ->> 'host' as host_id
-      from jsonb_array_elements(p_plan) e
+    select distinct on ((e ->> 'job')::bigint) (e ->> 'job')::bigint as job_id, e ->> 'host' as host_id
+      from jsonb_array_elements(p_plan) with ordinality as x(e, n)
+     order by (e ->> 'job')::bigint, n
   ), claimed as (
     select j.id, p.host_id, j.cpu, j.memory
       from plan p join pgfleet.jobs j on j.id = p.job_id

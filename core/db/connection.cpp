@@ -1,8 +1,8 @@
 #include "core/db/connection.h"
 
-#include <cstdlib>
-
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 namespace pgfleet::db {
 

@@ -4,9 +4,8 @@
 
 #include <chrono>
 #include <memory>
-#include <string>
-
 #include <pqxx/pqxx>
+#include <string>
 
 namespace pgfleet::db {
 

@@ -1,10 +1,9 @@
 #pragma once
 // The migration runner behind `pgfleet migrate`.
 
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 namespace pgfleet::db {
 

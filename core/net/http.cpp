@@ -1,9 +1,8 @@
 #include "core/net/http.h"
 
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include "core/util/text.h"
 
@@ -38,7 +37,8 @@ std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const s
                                             int timeout_seconds) {
   static const std::regex url_re(R"(^http://[^/\s:]+(:\d+)?/?$)");
   if (!std::regex_match(base_url, url_re)) {
-    throw std::invalid_argument("api_url must look like http://host:port (got \"" + base_url + "\")");
+    throw std::invalid_argument("api_url must look like http://host:port (got \"" + base_url +
+                                "\")");
   }
   std::string url = base_url;
   if (url.back() == '/') url.pop_back();

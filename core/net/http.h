@@ -2,13 +2,13 @@
 // HTTP pieces shared by the daemons and the CLI: the cluster token, request
 // authentication, a client for a host's API URL, and Prometheus metrics.
 
+#include <httplib.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <httplib.h>
 
 namespace pgfleet::net {
 

@@ -43,12 +43,13 @@ std::map<std::string, std::string> StringMap(const json& j, const char* field) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return out;
   if (!it->is_object()) {
-    throw SpecError(field, std::string(field) + " must be an object of strings (got " + Show(*it) + ")");
+    throw SpecError(field,
+                    std::string(field) + " must be an object of strings (got " + Show(*it) + ")");
   }
   for (auto& [k, v] : it->items()) {
     if (!v.is_string()) {
-      throw SpecError(field, std::string(field) + " must be an object of strings (" + field + "." + k +
-                                 " is " + Show(v) + ")");
+      throw SpecError(field, std::string(field) + " must be an object of strings (" + field + "." +
+                                 k + " is " + Show(v) + ")");
     }
     out[k] = v.get<std::string>();
   }
@@ -59,10 +60,20 @@ std::map<std::string, std::string> StringMap(const json& j, const char* field) {
 
 JobSpec ParseJobSpec(const json& j) {
   if (!j.is_object()) throw SpecError("spec", "spec must be a JSON object (got " + Show(j) + ")");
-  static const std::set<std::string> known = {
-      "command", "env",     "cpu",     "memory",   "constraints",    "priority",
-      "max_attempts", "formation", "rootfs", "user", "network", "pids_max",
-      "cpu_hard_limit", "stop_grace_seconds"};
+  static const std::set<std::string> known = {"command",
+                                              "env",
+                                              "cpu",
+                                              "memory",
+                                              "constraints",
+                                              "priority",
+                                              "max_attempts",
+                                              "formation",
+                                              "rootfs",
+                                              "user",
+                                              "network",
+                                              "pids_max",
+                                              "cpu_hard_limit",
+                                              "stop_grace_seconds"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
   }
@@ -91,7 +102,8 @@ JobSpec ParseJobSpec(const json& j) {
   s.stop_grace_seconds = IntField(j, "stop_grace_seconds", kDefaultStopGraceSeconds);
   if (auto it = j.find("cpu_hard_limit"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) {
-      throw SpecError("cpu_hard_limit", "cpu_hard_limit must be true or false (got " + Show(*it) + ")");
+      throw SpecError("cpu_hard_limit",
+                      "cpu_hard_limit must be true or false (got " + Show(*it) + ")");
     }
     s.cpu_hard_limit = it->get<bool>();
   }
@@ -113,7 +125,8 @@ void Validate(const JobSpec& s) {
   if (s.priority < 0 || s.priority > 100) {
     throw SpecError("priority", "priority must be between 0 and 100" + got(s.priority));
   }
-  if (s.max_attempts < 1) throw SpecError("max_attempts", "max_attempts must be >= 1" + got(s.max_attempts));
+  if (s.max_attempts < 1)
+    throw SpecError("max_attempts", "max_attempts must be >= 1" + got(s.max_attempts));
   if (s.formation.empty()) throw SpecError("formation", "formation must not be empty");
   for (auto& [k, v] : s.env) {
     if (k.empty() || k.find('=') != std::string::npos) {
@@ -125,7 +138,8 @@ void Validate(const JobSpec& s) {
   }
   if (s.pids_max <= 0) throw SpecError("pids_max", "pids_max must be > 0" + got(s.pids_max));
   if (s.stop_grace_seconds < 0) {
-    throw SpecError("stop_grace_seconds", "stop_grace_seconds must be >= 0" + got(s.stop_grace_seconds));
+    throw SpecError("stop_grace_seconds",
+                    "stop_grace_seconds must be >= 0" + got(s.stop_grace_seconds));
   }
 }
 

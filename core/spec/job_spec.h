@@ -6,11 +6,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pgfleet::spec {
 
@@ -25,17 +24,17 @@ class SpecError : public std::invalid_argument {
   std::string field_;
 };
 
-inline constexpr int kDefaultCpu = 100;        // millicores
-inline constexpr int kDefaultMemory = 64;      // MiB
-inline constexpr int kDefaultPriority = 50;    // 0..100
+inline constexpr int kDefaultCpu = 100;      // millicores
+inline constexpr int kDefaultMemory = 64;    // MiB
+inline constexpr int kDefaultPriority = 50;  // 0..100
 inline constexpr int kDefaultPidsMax = 1024;
 inline constexpr int kDefaultStopGraceSeconds = 10;
 
 struct JobSpec {
   std::vector<std::string> command;  // argv; never passed to a shell; non-empty
   std::map<std::string, std::string> env;
-  int cpu = kDefaultCpu;        // millicores, > 0
-  int memory = kDefaultMemory;  // MiB, > 0
+  int cpu = kDefaultCpu;                           // millicores, > 0
+  int memory = kDefaultMemory;                     // MiB, > 0
   std::map<std::string, std::string> constraints;  // label -> value, all must match
   int priority = kDefaultPriority;
   int max_attempts = 1;

@@ -34,8 +34,10 @@ std::string SanitizeUtf8(const std::string& in) {
     }
     bool ok = len > 0 && i + len <= n;
     for (size_t k = 1; ok && k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (s[i + k] & 0x3F);
+      if ((s[i + k] & 0xC0) != 0x80)
+        ok = false;
+      else
+        cp = (cp << 6) | (s[i + k] & 0x3F);
     }
     // Reject overlong forms, surrogates and values past U+10FFFF.
     if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
@@ -65,7 +67,8 @@ std::string TailOfFile(const std::string& path, size_t max_bytes) {
   // Skip continuation bytes cut off from their lead byte.
   size_t skip = 0;
   if (start > 0) {
-    while (skip < buf.size() && skip < 3 && (static_cast<unsigned char>(buf[skip]) & 0xC0) == 0x80) ++skip;
+    while (skip < buf.size() && skip < 3 && (static_cast<unsigned char>(buf[skip]) & 0xC0) == 0x80)
+      ++skip;
   }
   return SanitizeUtf8(buf.substr(skip));
 }

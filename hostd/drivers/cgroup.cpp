@@ -4,6 +4,7 @@
 #include <libcgroup.h>
 #include <linux/magic.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -17,8 +18,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 namespace pgfleet::hostd {
 namespace {
@@ -161,14 +160,18 @@ bool CgroupSystem::Init(std::string* why) {
              "; the container driver needs them in the same version";
       return false;
     }
+    if (access(mp.c_str(), W_OK) != 0) {
+      *why = "cgroup hierarchy " + mp + " is not writable: " + std::strerror(errno);
+      return false;
+    }
     mount_points_[c] = mp;
   }
   if (unified_) {
     std::string available = ReadSmallFile(mount_points_["memory"] + "/cgroup.controllers");
     for (const auto& c : controllers_) {
       if (available.find(c) == std::string::npos) {
-        *why = "cgroup v2 controller " + c + " is not available in " +
-               mount_points_["memory"] + "/cgroup.controllers";
+        *why = "cgroup v2 controller " + c + " is not available in " + mount_points_["memory"] +
+               "/cgroup.controllers";
         return false;
       }
     }
@@ -236,9 +239,9 @@ JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimi
       int64_t weight = 1 + ((SharesFor(limits.cpu_millicores) - 2) * 9999) / 262142;
       value(cpu, "cpu.weight", std::to_string(std::clamp<int64_t>(weight, 1, 10000)));
       if (limits.cpu_hard_limit) {
-        value(cpu, "cpu.max",
-              std::to_string(QuotaUsFor(limits.cpu_millicores)) + " " +
-                  std::to_string(kCfsPeriodUs));
+        value(
+            cpu, "cpu.max",
+            std::to_string(QuotaUsFor(limits.cpu_millicores)) + " " + std::to_string(kCfsPeriodUs));
       }
     }
     if (limits.pids_max > 0) value(pids, "pids.max", std::to_string(limits.pids_max));
@@ -371,7 +374,8 @@ void JobCgroup::Destroy() {
   for (int attempt = 0; attempt < 50; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(LibcgroupMutex());
-      rc = cgroup_delete_cgroup_ext(cg.get(), CGFLAG_DELETE_RECURSIVE | CGFLAG_DELETE_IGNORE_MIGRATION);
+      rc = cgroup_delete_cgroup_ext(cg.get(),
+                                    CGFLAG_DELETE_RECURSIVE | CGFLAG_DELETE_IGNORE_MIGRATION);
     }
     if (rc == 0 || rc == ECGROUPNOTEXIST) break;
     KillAll(100);

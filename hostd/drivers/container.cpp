@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <net/if.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -25,8 +28,6 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/spdlog.h>
-
 #include "hostd/drivers/cgroup.h"
 
 extern char** environ;
@@ -42,11 +43,10 @@ constexpr size_t kChildStackSize = 256 * 1024;
 // for package managers and daemons that drop privileges; not enough to mount,
 // load modules, trace other processes or change the clock.
 constexpr uint64_t kRootCapabilities =
-    (1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) |
-    (1ULL << CAP_FSETID) | (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETUID) |
-    (1ULL << CAP_SETPCAP) | (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_NET_RAW) |
-    (1ULL << CAP_SYS_CHROOT) | (1ULL << CAP_MKNOD) | (1ULL << CAP_AUDIT_WRITE) |
-    (1ULL << CAP_SETFCAP);
+    (1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID) |
+    (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETPCAP) |
+    (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_NET_RAW) | (1ULL << CAP_SYS_CHROOT) |
+    (1ULL << CAP_MKNOD) | (1ULL << CAP_AUDIT_WRITE) | (1ULL << CAP_SETFCAP);
 
 // Where the child stopped when setting up the container failed. The child
 // reports {step, errno}; the parent turns it into the DriverError message.
@@ -64,6 +64,7 @@ enum Step : int32_t {
   kDetachOldRoot,
   kChdirWorkDir,
   kSetHostname,
+  kLoopbackUp,
   kRedirectStdio,
   kSetGroups,
   kSetGid,
@@ -84,14 +85,16 @@ struct DeviceNode {
   unsigned major;
   unsigned minor;
 };
-constexpr DeviceNode kDevices[] = {{"null", 1, 3},    {"zero", 1, 5},    {"full", 1, 7},
-                                   {"random", 1, 8},  {"urandom", 1, 9}, {"tty", 5, 0}};
+constexpr DeviceNode kDevices[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+                                   {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
 constexpr size_t kNumDevices = sizeof(kDevices) / sizeof(kDevices[0]);
 
 // Everything the child needs, computed before clone(): between clone and
 // exec the child of a multi-threaded process may only make async-signal-safe
-// calls, so it must not allocate. It only reads these strings (and edits
-// mkdir_* in place, in its own copy of memory).
+// calls (in practice: plain system calls), so it must not allocate or take
+// any lock another thread may have held at clone time. It only reads this
+// plan, except that MkdirP edits mask_target and work_target in place (in
+// the child's own copy of memory).
 struct ChildPlan {
   std::string root_source;  // rootfs directory, or "/" for the host's filesystem
   std::string new_root;     // mount point the container's root is assembled on
@@ -104,6 +107,7 @@ struct ChildPlan {
   std::string work_target;  // where it is bound inside the new root
   std::string workdir;      // the job's cwd after pivot_root
   std::string hostname;
+  bool loopback_up = false;  // new network namespace: bring up lo, as Docker's "none" does
 
   std::vector<std::string> argv_store, env_store;
   std::vector<char*> argv, envp;
@@ -162,8 +166,7 @@ int ChildMain(void* arg) {
   }
   struct mount_attr ro {};
   ro.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (syscall(SYS_mount_setattr, AT_FDCWD, p.new_root.c_str(), AT_RECURSIVE, &ro, sizeof ro) !=
-      0) {
+  if (syscall(SYS_mount_setattr, AT_FDCWD, p.new_root.c_str(), AT_RECURSIVE, &ro, sizeof ro) != 0) {
     ChildFail(p, kReadOnlyRoot, errno);
   }
   // A fresh /proc shows the job's PID namespace only.
@@ -171,8 +174,8 @@ int ChildMain(void* arg) {
       0) {
     ChildFail(p, kMountProc, errno);
   }
-  if (mount("tmpfs", p.tmp_target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
-            p.tmp_options.c_str()) != 0) {
+  if (mount("tmpfs", p.tmp_target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, p.tmp_options.c_str()) !=
+      0) {
     ChildFail(p, kMountTmp, errno);
   }
   // A minimal /dev: the usual character devices, no disks, no host ttys.
@@ -216,6 +219,16 @@ int ChildMain(void* arg) {
 
   if (sethostname(p.hostname.data(), p.hostname.size()) != 0) ChildFail(p, kSetHostname, errno);
 
+  if (p.loopback_up) {
+    int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, "lo", 3);
+    if (sock < 0 || ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) ChildFail(p, kLoopbackUp, errno);
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    if (ioctl(sock, SIOCSIFFLAGS, &ifr) != 0) ChildFail(p, kLoopbackUp, errno);
+    close(sock);
+  }
+
   if (dup2(p.stdin_fd, 0) < 0 || dup2(p.log_fd, 1) < 0 || dup2(p.log_fd, 2) < 0) {
     ChildFail(p, kRedirectStdio, errno);
   }
@@ -235,8 +248,14 @@ int ChildMain(void* arg) {
     for (int fd = 3; fd < 65536; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
 
-  if (setgroups(p.groups.size(), p.groups.data()) != 0) ChildFail(p, kSetGroups, errno);
-  if (setresgid(p.gid, p.gid, p.gid) != 0) ChildFail(p, kSetGid, errno);
+  // Raw syscalls, not glibc's setgroups/setresgid/setresuid: those broadcast
+  // the change to every thread glibc believes exists, and in this child of a
+  // multi-threaded process the other threads are gone, so they would wait
+  // forever.
+  if (syscall(SYS_setgroups, p.groups.size(), p.groups.data()) != 0) {
+    ChildFail(p, kSetGroups, errno);
+  }
+  if (syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail(p, kSetGid, errno);
   for (int cap = 0; cap <= p.cap_last; ++cap) {
     if (cap < 64 && (p.keep_caps & (1ULL << cap))) continue;
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
@@ -244,7 +263,7 @@ int ChildMain(void* arg) {
     }
   }
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  if (setresuid(p.uid, p.uid, p.uid) != 0) ChildFail(p, kSetUid, errno);
+  if (syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail(p, kSetUid, errno);
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   data[0].effective = data[0].permitted = static_cast<uint32_t>(p.keep_caps);
@@ -260,27 +279,50 @@ int ChildMain(void* arg) {
 
 std::string StepName(Step step) {
   switch (step) {
-    case kPrivateMounts: return "making mounts private";
-    case kBindRoot: return "binding the root filesystem";
-    case kReadOnlyRoot: return "making the root filesystem read-only";
-    case kMountProc: return "mounting /proc";
-    case kMountTmp: return "mounting /tmp";
-    case kMountDev: return "mounting /dev";
-    case kMakeDevice: return "creating /dev entries";
-    case kMaskDataDir: return "hiding hostd's data dir";
-    case kBindWorkDir: return "binding the work dir";
-    case kPivotRoot: return "pivot_root";
-    case kDetachOldRoot: return "detaching the old root";
-    case kChdirWorkDir: return "entering the work dir";
-    case kSetHostname: return "setting the hostname";
-    case kRedirectStdio: return "redirecting stdio";
-    case kSetGroups: return "setgroups";
-    case kSetGid: return "setgid";
-    case kDropBoundingSet: return "dropping capabilities";
-    case kSetUid: return "setuid";
-    case kSetCapabilities: return "setting capabilities";
-    case kNoNewPrivs: return "setting no_new_privs";
-    case kExec: return "exec";
+    case kPrivateMounts:
+      return "making mounts private";
+    case kBindRoot:
+      return "binding the root filesystem";
+    case kReadOnlyRoot:
+      return "making the root filesystem read-only";
+    case kMountProc:
+      return "mounting /proc";
+    case kMountTmp:
+      return "mounting /tmp";
+    case kMountDev:
+      return "mounting /dev";
+    case kMakeDevice:
+      return "creating /dev entries";
+    case kMaskDataDir:
+      return "hiding hostd's data dir";
+    case kBindWorkDir:
+      return "binding the work dir";
+    case kPivotRoot:
+      return "pivot_root";
+    case kDetachOldRoot:
+      return "detaching the old root";
+    case kChdirWorkDir:
+      return "entering the work dir";
+    case kSetHostname:
+      return "setting the hostname";
+    case kLoopbackUp:
+      return "bringing up loopback";
+    case kRedirectStdio:
+      return "redirecting stdio";
+    case kSetGroups:
+      return "setgroups";
+    case kSetGid:
+      return "setgid";
+    case kDropBoundingSet:
+      return "dropping capabilities";
+    case kSetUid:
+      return "setuid";
+    case kSetCapabilities:
+      return "setting capabilities";
+    case kNoNewPrivs:
+      return "setting no_new_privs";
+    case kExec:
+      return "exec";
   }
   return "step " + std::to_string(static_cast<int>(step));
 }
@@ -490,7 +532,8 @@ std::string ContainerDriver::ResolveRootfs(const std::string& rootfs) const {
   if (!S_ISDIR(st.st_mode)) {
     throw DriverError("rootfs \"" + rootfs + "\" is not a directory: " + real);
   }
-  if (real == "/") throw DriverError("rootfs \"" + rootfs + "\" is the host's root; leave rootfs empty");
+  if (real == "/")
+    throw DriverError("rootfs \"" + rootfs + "\" is the host's root; leave rootfs empty");
   return real;
 }
 
@@ -555,6 +598,7 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   // just gives a clear ENOSPC instead of an OOM kill for a runaway writer.
   p.tmp_options = "mode=1777,size=" + std::to_string(spec.memory) + "m";
   p.hostname = std::to_string(req.job_id);
+  p.loopback_up = new_net;
 
   p.argv_store = spec.command;
   for (auto& a : p.argv_store) p.argv.push_back(a.data());
@@ -602,10 +646,9 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
     }
   };
 
-  const std::string cgroup_path = "pgfleet/" +
-                                  CgroupName(req.host_id.empty() ? opts_.host_id : req.host_id) +
-                                  "/" + std::to_string(req.job_id) + "-" +
-                                  std::to_string(req.attempt);
+  const std::string cgroup_path =
+      "pgfleet/" + CgroupName(req.host_id.empty() ? opts_.host_id : req.host_id) + "/" +
+      std::to_string(req.job_id) + "-" + std::to_string(req.attempt);
   CgroupLimits limits;
   limits.memory_bytes = static_cast<int64_t>(spec.memory) << 20;
   limits.cpu_millicores = spec.cpu;
@@ -628,8 +671,8 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   ChildReport report{};
   size_t got = 0;
   while (got < sizeof report) {
-    ssize_t n = recv(parent_end.get(), reinterpret_cast<char*>(&report) + got,
-                     sizeof report - got, 0);
+    ssize_t n =
+        recv(parent_end.get(), reinterpret_cast<char*>(&report) + got, sizeof report - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);

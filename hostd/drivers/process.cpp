@@ -69,7 +69,8 @@ class ProcessDriver : public Driver {
       env_store.push_back(k + "=" + v);
       if (k == "PATH") has_path = true;
     }
-    if (!has_path) env_store.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    if (!has_path)
+      env_store.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     env_store.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
     env_store.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
     std::vector<char*> envp, argv;
@@ -80,7 +81,8 @@ class ProcessDriver : public Driver {
     argv.push_back(nullptr);
 
     int log_fd = open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw DriverError("cannot open log " + req.log_path + ": " + std::strerror(errno));
+    if (log_fd < 0)
+      throw DriverError("cannot open log " + req.log_path + ": " + std::strerror(errno));
     int err_pipe[2];
     if (pipe2(err_pipe, O_CLOEXEC) != 0) {
       close(log_fd);

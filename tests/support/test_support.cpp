@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "core/db/migrate.h"
 
 namespace pgfleet::testing {
@@ -24,8 +23,9 @@ namespace fs = std::filesystem;
 std::string AdminDsn() {
   const char* dsn = std::getenv("PGFLEET_TEST_DSN");
   if (!dsn || !*dsn) {
-    ADD_FAILURE() << "PGFLEET_TEST_DSN is not set: run the tests through scripts/test, which starts "
-                     "a throwaway PostgreSQL";
+    ADD_FAILURE()
+        << "PGFLEET_TEST_DSN is not set: run the tests through scripts/test, which starts "
+           "a throwaway PostgreSQL";
     throw std::runtime_error("PGFLEET_TEST_DSN is not set");
   }
   return dsn;
@@ -98,8 +98,12 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
-std::string BinaryPath(const std::string& name) { return std::string(PGFLEET_BINARY_DIR) + "/" + name; }
-std::string SourcePath(const std::string& rel) { return std::string(PGFLEET_SOURCE_DIR) + "/" + rel; }
+std::string BinaryPath(const std::string& name) {
+  return std::string(PGFLEET_BINARY_DIR) + "/" + name;
+}
+std::string SourcePath(const std::string& rel) {
+  return std::string(PGFLEET_SOURCE_DIR) + "/" + rel;
+}
 
 static pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
                    const std::vector<std::string>& extra_env) {
@@ -126,7 +130,8 @@ static pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
   return pid;
 }
 
-Process::Process(std::vector<std::string> argv, std::string log_path, std::vector<std::string> extra_env)
+Process::Process(std::vector<std::string> argv, std::string log_path,
+                 std::vector<std::string> extra_env)
     : argv_(std::move(argv)), log_path_(std::move(log_path)) {
   int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + log_path_);
@@ -231,18 +236,39 @@ Cluster::~Cluster() {
 }
 
 Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"), "--db", db_.dsn(), "--id", id,
-                                   "--token-file", token_file_, "--tick", "0.5"};
+  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"),
+                                   "--db",
+                                   db_.dsn(),
+                                   "--id",
+                                   id,
+                                   "--token-file",
+                                   token_file_,
+                                   "--tick",
+                                   "0.5"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
   return *procs_.back();
 }
 
-Process& Cluster::StartHost(const std::string& id, int cpu, int memory, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"), "--db", db_.dsn(), "--id", id,
-                                   "--token-file", token_file_, "--cpu", std::to_string(cpu),
-                                   "--memory", std::to_string(memory), "--data-dir", dir_.path() + "/" + id,
-                                   "--heartbeat-interval", "0.5", "--reconcile-interval", "1"};
+Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
+                            std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"),
+                                   "--db",
+                                   db_.dsn(),
+                                   "--id",
+                                   id,
+                                   "--token-file",
+                                   token_file_,
+                                   "--cpu",
+                                   std::to_string(cpu),
+                                   "--memory",
+                                   std::to_string(memory),
+                                   "--data-dir",
+                                   dir_.path() + "/" + id,
+                                   "--heartbeat-interval",
+                                   "0.5",
+                                   "--reconcile-interval",
+                                   "1"};
   bool has_driver = false;
   for (const auto& e : extra) has_driver |= e == "--driver";
   if (!has_driver) {
@@ -257,7 +283,8 @@ Process& Cluster::StartHost(const std::string& id, int cpu, int memory, std::vec
 bool Cluster::WaitHostsUp(int n, std::chrono::milliseconds timeout) {
   return WaitFor(
       [&] {
-        return db_.Count("select count(*) from pgfleet.host_status where state = 'up' and alive") >= n;
+        return db_.Count("select count(*) from pgfleet.host_status where state = 'up' and alive") >=
+               n;
       },
       timeout);
 }

@@ -8,10 +8,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <pqxx/pqxx>
 #include <string>
 #include <vector>
-
-#include <pqxx/pqxx>
 
 namespace pgfleet::testing {
 
@@ -53,7 +52,8 @@ std::string SourcePath(const std::string& rel);   // source tree
 // A child process with stdout+stderr in log_path; killed at destruction.
 class Process {
  public:
-  Process(std::vector<std::string> argv, std::string log_path, std::vector<std::string> extra_env = {});
+  Process(std::vector<std::string> argv, std::string log_path,
+          std::vector<std::string> extra_env = {});
   ~Process();
   pid_t pid() const { return pid_; }
   void Signal(int sig);
@@ -90,13 +90,15 @@ class Cluster {
   explicit Cluster(const TestDatabase& db);
   ~Cluster();
   Process& StartScheduler(const std::string& id, std::vector<std::string> extra = {});
-  Process& StartHost(const std::string& id, int cpu, int memory, std::vector<std::string> extra = {});
+  Process& StartHost(const std::string& id, int cpu, int memory,
+                     std::vector<std::string> extra = {});
   const std::string& token_file() const { return token_file_; }
   const std::string& dir() const { return dir_.path(); }
   // Blocks until n hosts have a fresh heartbeat.
   bool WaitHostsUp(int n, std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Runs the pgfleet CLI against the test database.
-  CommandResult Cli(std::vector<std::string> args, std::chrono::seconds timeout = std::chrono::seconds(120));
+  CommandResult Cli(std::vector<std::string> args,
+                    std::chrono::seconds timeout = std::chrono::seconds(120));
   std::vector<std::unique_ptr<Process>>& processes() { return procs_; }
   // Prints every daemon's log (for failures).
   std::string Logs() const;

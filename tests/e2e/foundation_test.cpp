@@ -1,0 +1,233 @@
+// End to end with real processes: PostgreSQL (scripts/test), pgfleet-schedulerd,
+// two pgfleet-hostd (process driver) and the pgfleet CLI.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/util/text.h"
+#include "test_support.h"
+
+namespace pgfleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FoundationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<Cluster>(db_);
+    cluster_->StartScheduler("s1");
+    cluster_->StartHost("h1", 4000, 4000);
+    cluster_->StartHost("h2", 4000, 8000, {"--label", "zone=b"});
+    ASSERT_TRUE(cluster_->WaitHostsUp(2)) << cluster_->Logs();
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << cluster_->Logs();
+  }
+  std::string ApiUrl(const std::string& host) {
+    return db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'");
+  }
+  std::string Token() { return util::Trim(util::ReadFile(cluster_->token_file())); }
+
+  TestDatabase db_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+TEST_F(FoundationTest, TwoHundredJobsFromOneRawInsertAllSucceedExactlyOnce) {
+  db_.Scalar(
+      "with ins as (insert into pgfleet.jobs (command, formation)"
+      " select array['sh', '-c', 'echo out-$1', 'sh', g::text], 'batch' || (g % 4)"
+      "   from generate_series(1, 200) g returning 1) select count(*) from ins");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == 200;
+      },
+      120s))
+      << db_.Scalar(
+             "select string_agg(state || ':' || n, ', ') from (select state, count(*) n from "
+             "pgfleet.jobs group by state) x");
+  // Exactly one running event per job, one attempt each.
+  EXPECT_EQ(
+      0,
+      db_.Count("select count(*) from (select job_id from pgfleet.job_events where kind = 'running'"
+                " group by job_id having count(*) <> 1) x"));
+  EXPECT_EQ(
+      200,
+      db_.Count("select count(distinct job_id) from pgfleet.job_events where kind = 'running'"));
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.jobs where attempt <> 1"));
+  // Outputs are in output_tail: job N printed out-<its generate_series value>.
+  EXPECT_EQ(
+      200,
+      db_.Count(
+          "select count(*) from pgfleet.jobs where output_tail = 'out-' || command[5] || E'\\n'"));
+  // Nothing lost, resources all returned.
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+  EXPECT_EQ(
+      0, db_.Count("select coalesce(sum(cpu_allocated + memory_allocated), 0) from pgfleet.hosts"));
+  EXPECT_EQ(2, db_.Count("select count(distinct host_id) from pgfleet.jobs"))
+      << "both hosts should get work";
+}
+
+TEST_F(FoundationTest, RunWaitStreamsOutputAndExitsWithTheJobsExitCode) {
+  auto r = cluster_->Cli({"run", "--wait", "--", "sh", "-c", "echo hello-from-job; exit 3"});
+  EXPECT_EQ(3, r.exit_code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("hello-from-job")) << r.out;
+  auto ok = cluster_->Cli({"run", "--wait", "--", "true"});
+  EXPECT_EQ(0, ok.exit_code) << ok.out << ok.err;
+}
+
+TEST_F(FoundationTest, CliRunPrintsIdAndLogsReadsOutputFromTheHost) {
+  auto r = cluster_->Cli({"run", "--", "sh", "-c", "echo line1; echo line2 >&2"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s));
+  auto logs = cluster_->Cli({"logs", id});
+  EXPECT_EQ(0, logs.exit_code) << logs.err;
+  EXPECT_EQ("line1\nline2\n", logs.out);
+  auto tail = cluster_->Cli({"logs", id, "--tail", "1"});
+  EXPECT_EQ("line2\n", tail.out);
+  auto ps = cluster_->Cli({"ps", "--all", "--json"});
+  ASSERT_EQ(0, ps.exit_code);
+  auto j = nlohmann::json::parse(ps.out);
+  ASSERT_TRUE(j.is_array());
+  EXPECT_EQ(std::stoll(id), j[0]["id"].get<int64_t>());
+  auto inspect = cluster_->Cli({"inspect", id});
+  EXPECT_NE(std::string::npos, inspect.out.find("running")) << inspect.out;
+}
+
+TEST_F(FoundationTest, JobBiggerThanEveryHostStaysPendingWithAReason) {
+  auto r = cluster_->Cli({"run", "--memory", "100000", "--", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + id).empty();
+      },
+      10s));
+  EXPECT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+  EXPECT_EQ("no host has 100000 MiB memory; largest has 8000",
+            db_.Scalar("select error from pgfleet.jobs where id = " + id));
+  auto c = cluster_->Cli({"run", "--constraint", "zone=b", "--", "true"});
+  std::string cid = util::Trim(c.out);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + cid) == "succeeded"; },
+      30s));
+  EXPECT_EQ("h2", db_.Scalar("select host_id from pgfleet.jobs where id = " + cid));
+}
+
+TEST_F(FoundationTest, StopCancelsARunningJob) {
+  auto r = cluster_->Cli({"run", "--stop-grace", "2", "--", "sleep", "60"});
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "running"; },
+      30s));
+  auto s = cluster_->Cli({"stop", id});
+  EXPECT_EQ(0, s.exit_code) << s.err;
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "cancelled"; },
+      20s));
+  EXPECT_EQ("15",
+            db_.Scalar("select signal from pgfleet.jobs where id = " + id));  // SIGTERM was enough
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+TEST_F(FoundationTest, HostdRefusesBadRequestsAndKeepsRunning) {
+  std::string url = ApiUrl("h1");
+  httplib::Client c(url);
+  std::string good = R"({"jobs":[{"job":999999,"attempt":1,"spec":{"command":["true"]}}]})";
+  auto no_token = c.Post("/v1/jobs", good, "application/json");
+  ASSERT_TRUE(no_token);
+  EXPECT_EQ(401, no_token->status);
+  c.set_bearer_token_auth("wrong-token");
+  auto wrong = c.Post("/v1/jobs", good, "application/json");
+  EXPECT_EQ(401, wrong->status);
+  c.set_bearer_token_auth(Token().c_str());
+  auto malformed = c.Post("/v1/jobs", "{not json", "application/json");
+  EXPECT_EQ(400, malformed->status);
+  auto bad_spec =
+      c.Post("/v1/jobs", R"({"jobs":[{"job":5,"attempt":1,"spec":{"command":["true"],"cpu":-1}}]})",
+             "application/json");
+  EXPECT_EQ(400, bad_spec->status);
+  EXPECT_NE(std::string::npos, bad_spec->body.find("cpu must be > 0")) << bad_spec->body;
+  std::string huge = R"({"jobs":[],"pad":")" + std::string(2 << 20, 'x') + "\"}";
+  auto big = c.Post("/v1/jobs", huge, "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(413, big->status);
+  auto bad_id = c.Get("/v1/jobs/abc/logs");
+  EXPECT_EQ(400, bad_id->status);
+  // Still alive, and nothing was started by any of these.
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(200, health->status);
+  auto list = c.Get("/v1/jobs");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(0u, nlohmann::json::parse(list->body)["jobs"].size()) << list->body;
+}
+
+TEST_F(FoundationTest, UnreachableHostIsSuspendedAndItsJobsRunElsewhere) {
+  // A host that heartbeats (row written here) but whose API does not answer,
+  // smaller than the real ones so bin-packing prefers it.
+  db_.Scalar(
+      "select pgfleet.register_host('ghost', 'http://127.0.0.1:9', 1000, 1000, '{}', 'process', "
+      "null)");
+  auto r = cluster_->Cli({"run", "--", "echo", "survived"});
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s));
+  EXPECT_NE("ghost", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+  EXPECT_EQ(1, db_.Count("select count(*) from pgfleet.job_events where job_id = " + id +
+                         " and kind = 'requeued' and host_id = 'ghost'"));
+  EXPECT_EQ("2", db_.Scalar("select attempt from pgfleet.jobs where id = " + id));
+  EXPECT_EQ("t",
+            db_.Scalar("select suspended_until > now() from pgfleet.hosts where id = 'ghost'"));
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+TEST_F(FoundationTest, CliRejectsBadFlagsWithExitCode2AndChangesNothing) {
+  for (std::vector<std::string> args :
+       std::vector<std::vector<std::string>>{{"run", "--cpu", "-5", "--", "true"},
+                                             {"run", "--cpu", "abc", "--", "true"},
+                                             {"run", "--memory", "0", "--", "true"},
+                                             {"run", "--priority", "101", "--", "true"},
+                                             {"run", "--env", "NOEQUALS", "--", "true"},
+                                             {"run", "--network", "bridge", "--", "true"},
+                                             {"run", "--bogus", "--", "true"},
+                                             {"run"},
+                                             {"ps", "--limit", "0"},
+                                             {"inspect", "notanumber"},
+                                             {"logs"},
+                                             {"nosuchcommand"}}) {
+    auto r = cluster_->Cli(args);
+    EXPECT_EQ(2, r.exit_code) << args[0] << " " << (args.size() > 1 ? args[1] : "") << ": "
+                              << r.err;
+    EXPECT_FALSE(r.err.empty());
+  }
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.jobs"));
+}
+
+TEST_F(FoundationTest, HostdReconcileStartsAJobWhoseDispatchNeverArrived) {
+  // Submit and assign in one transaction, as a scheduler that died right after
+  // its commit would have left it: assigned, never dispatched.
+  db_.Scalar(
+      "select pgfleet.submit(array['echo', 'reconciled'], 'manual');"
+      "select count(*) from pgfleet.assign_jobs(jsonb_build_array(jsonb_build_object("
+      "  'job', (select max(id) from pgfleet.jobs), 'host', 'h1')))");
+  std::string id = db_.Scalar("select max(id) from pgfleet.jobs");
+  EXPECT_EQ("h1", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s));
+  EXPECT_EQ("reconciled\n", db_.Scalar("select output_tail from pgfleet.jobs where id = " + id));
+  EXPECT_EQ(
+      1, db_.Count("select count(*) from pgfleet.job_events where kind = 'running' and job_id = " +
+                   id));
+}
+
+}  // namespace
+}  // namespace pgfleet::testing

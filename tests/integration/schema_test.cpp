@@ -1,0 +1,376 @@
+// The SQL contract of migrations/ and sql/ (DESIGN.md section 7), checked against
+// the real server: CHECK constraints and triggers reject bad rows naming the rule,
+// the jobs trigger notifies once per formation per statement, migrate is
+// idempotent and safe to run concurrently, and every object is documented.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/db/constants.h"
+#include "core/db/migrate.h"
+#include "tests/support/test_support.h"
+
+namespace pgfleet {
+namespace {
+
+using testing::TestDatabase;
+
+// Runs sql in its own transaction; returns the server's error message, or ""
+// when the statement succeeded (and was committed).
+std::string ErrorOf(const TestDatabase& db, const std::string& sql) {
+  auto conn = db.Connect();
+  try {
+    pqxx::work tx(*conn);
+    tx.exec(sql);
+    tx.commit();
+  } catch (const pqxx::sql_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Collects every payload delivered on a channel.
+class Collector : public pqxx::notification_receiver {
+ public:
+  Collector(pqxx::connection& conn, const std::string& channel)
+      : pqxx::notification_receiver(conn, channel) {}
+  void operator()(const std::string& payload, int /*backend_pid*/) override {
+    payloads.push_back(payload);
+  }
+  std::vector<std::string> payloads;
+};
+
+// Waits the whole window, so that a surplus notification would be seen too.
+void CollectFor(pqxx::connection& conn, std::chrono::milliseconds window) {
+  auto deadline = std::chrono::steady_clock::now() + window;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    conn.await_notification(left.count() / 1000000, left.count() % 1000000);
+  }
+  conn.get_notifs();
+}
+
+// Columns, functions, constraints, triggers, views and indexes of schema pgfleet.
+std::string SchemaFingerprint(const TestDatabase& db) {
+  return db.Scalar(R"sql(
+    select md5(concat_ws('|',
+      (select string_agg(concat_ws(':', table_name, column_name, data_type, is_nullable,
+                                   column_default), ',' order by table_name, column_name)
+         from information_schema.columns where table_schema = 'pgfleet'),
+      (select string_agg(p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' ||
+                         md5(pg_get_functiondef(p.oid)), ',' order by p.proname, p.oid::regprocedure::text)
+         from pg_proc p where p.pronamespace = 'pgfleet'::regnamespace),
+      (select string_agg(c.conrelid::regclass::text || ':' || c.conname, ','
+                         order by c.conrelid::regclass::text, c.conname)
+         from pg_constraint c where c.connamespace = 'pgfleet'::regnamespace),
+      (select string_agg(t.tgrelid::regclass::text || ':' || t.tgname, ','
+                         order by t.tgrelid::regclass::text, t.tgname)
+         from pg_trigger t join pg_class r on r.oid = t.tgrelid
+        where r.relnamespace = 'pgfleet'::regnamespace and not t.tgisinternal),
+      (select string_agg(viewname || ':' || md5(definition), ',' order by viewname)
+         from pg_views where schemaname = 'pgfleet'),
+      (select string_agg(indexname, ',' order by indexname)
+         from pg_indexes where schemaname = 'pgfleet')))
+  )sql");
+}
+
+// --- CHECK constraints ------------------------------------------------------
+
+TEST(JobsTable, EachCheckRejectsItsBadValueNamingTheField) {
+  TestDatabase db;
+  struct Case {
+    std::string values;  // columns and values of the INSERT
+    std::string rule;    // expected in the error
+  };
+  const std::vector<Case> cases = {
+      {"(command, cpu) values (array['true'], 0)", "cpu must be > 0"},
+      {"(command, cpu) values (array['true'], -5)", "cpu must be > 0"},
+      {"(command, memory) values (array['true'], 0)", "memory must be > 0"},
+      {"(command) values ('{}')", "command must be a non-empty array without nulls"},
+      {"(command) values (array['true', null])", "command must be a non-empty array without nulls"},
+      {"(command) values (array[null, 'x'])", "command must be a non-empty array without nulls"},
+      {"(command, env) values (array['true'], '{\"a\":1}')", "env must be an object of strings"},
+      {"(command, env) values (array['true'], '[1]')", "env must be an object of strings"},
+      {"(command, constraints) values (array['true'], '\"x\"')",
+       "constraints must be an object of strings"},
+      {"(command, priority) values (array['true'], -1)", "priority must be between 0 and 100"},
+      {"(command, priority) values (array['true'], 101)", "priority must be between 0 and 100"},
+      {"(command, max_attempts) values (array['true'], 0)", "max_attempts must be >= 1"},
+      {"(command, network) values (array['true'], 'bridge')", "network must be 'host' or 'none'"},
+      {"(command, state) values (array['true'], 'bogus')", "state must be a job state"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.values);
+    std::string err = ErrorOf(db, "insert into pgfleet.jobs " + c.values);
+    EXPECT_NE(err.find(c.rule), std::string::npos) << "error was: " << err;
+    EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 0);
+  }
+  // The good value of the same shape is accepted, so the cases above fail for their field.
+  EXPECT_EQ(ErrorOf(db,
+                    "insert into pgfleet.jobs (command, cpu, memory, env, constraints, priority, "
+                    "max_attempts, network) values (array['true'], 1, 1, '{\"a\":\"1\"}', "
+                    "'{\"zone\":\"a\"}', 100, 1, 'none')"),
+            "");
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 1);
+}
+
+TEST(HostsTable, AllocationAboveTotalsIsRejectedNamingTheField) {
+  TestDatabase db;
+  std::string err = ErrorOf(db,
+                            "insert into pgfleet.hosts (id, api_url, cpu, memory, cpu_allocated) "
+                            "values ('h1', 'http://127.0.0.1:1', 1000, 1000, 1001)");
+  EXPECT_NE(err.find("cpu_allocated must be between 0 and cpu"), std::string::npos) << err;
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.hosts"), 0);
+
+  ASSERT_EQ(ErrorOf(db,
+                    "insert into pgfleet.hosts (id, api_url, cpu, memory) "
+                    "values ('h1', 'http://127.0.0.1:1', 1000, 1000)"),
+            "");
+  err = ErrorOf(db, "update pgfleet.hosts set cpu_allocated = cpu + 1 where id = 'h1'");
+  EXPECT_NE(err.find("cpu_allocated must be between 0 and cpu"), std::string::npos) << err;
+  err = ErrorOf(db, "update pgfleet.hosts set memory_allocated = memory + 1 where id = 'h1'");
+  EXPECT_NE(err.find("memory_allocated must be between 0 and memory"), std::string::npos) << err;
+  err = ErrorOf(db, "update pgfleet.hosts set cpu_allocated = -1 where id = 'h1'");
+  EXPECT_NE(err.find("cpu_allocated must be between 0 and cpu"), std::string::npos) << err;
+  EXPECT_EQ(db.Scalar("select cpu_allocated || '/' || memory_allocated from pgfleet.hosts"), "0/0");
+}
+
+// --- State machine ----------------------------------------------------------
+
+TEST(JobsTable, InsertingARunningJobByHandIsRejected) {
+  TestDatabase db;
+  // With a host_id, so the only rule broken is "insert as pending".
+  std::string err = ErrorOf(
+      db,
+      "insert into pgfleet.jobs (command, state, host_id) values (array['true'], 'running', 'h1')");
+  EXPECT_NE(err.find("jobs must be inserted as pending"), std::string::npos) << err;
+  // Without one, the host_id rule fires first; either way nothing is written.
+  err = ErrorOf(db, "insert into pgfleet.jobs (command, state) values (array['true'], 'running')");
+  EXPECT_NE(err.find("running"), std::string::npos) << err;
+  EXPECT_NE(err, "");
+  err = ErrorOf(db, "insert into pgfleet.jobs (command, attempt) values (array['true'], 3)");
+  EXPECT_NE(err.find("jobs must be inserted as pending"), std::string::npos) << err;
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 0);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.job_events"), 0);
+}
+
+TEST(JobsTable, IllegalStateTransitionByUpdateIsRejected) {
+  TestDatabase db;
+  ASSERT_EQ(ErrorOf(db, "insert into pgfleet.jobs (command) values (array['true'])"), "");
+  std::string err = ErrorOf(db, "update pgfleet.jobs set state = 'succeeded'");
+  EXPECT_NE(err.find("illegal state transition"), std::string::npos) << err;
+  EXPECT_NE(err.find("pending -> succeeded"), std::string::npos) << err;
+  err = ErrorOf(db, "update pgfleet.jobs set state = 'running', host_id = 'h1'");
+  EXPECT_NE(err.find("illegal state transition"), std::string::npos) << err;
+  EXPECT_NE(err.find("pending -> running"), std::string::npos) << err;
+  EXPECT_EQ(db.Scalar("select state from pgfleet.jobs"), "pending");
+  // A legal one goes through.
+  EXPECT_EQ(ErrorOf(db, "update pgfleet.jobs set state = 'cancelled'"), "");
+  EXPECT_EQ(db.Scalar("select state from pgfleet.jobs"), "cancelled");
+  err = ErrorOf(db, "update pgfleet.jobs set state = 'pending'");
+  EXPECT_NE(err.find("cancelled -> pending"), std::string::npos) << err;
+}
+
+// --- Notifications ----------------------------------------------------------
+
+TEST(JobsTrigger, NotifiesOncePerFormationPerStatement) {
+  TestDatabase db;
+  auto listener = db.Connect();
+  Collector collector(*listener, db::kWorkChannel);
+
+  auto writer = db.Connect();
+  {
+    pqxx::work tx(*writer);
+    tx.exec0(
+        "insert into pgfleet.jobs (command, formation) "
+        "select array['true'], 'f' || (g % 3) from generate_series(1, 10000) g");
+    tx.commit();
+  }
+  CollectFor(*listener, std::chrono::seconds(1));
+
+  std::map<std::string, std::string> ids;  // name -> id
+  {
+    pqxx::work tx(*writer);
+    for (const auto& row :
+         tx.exec("select name, id::text from pgfleet.formations where name in ('f0', 'f1', 'f2')"))
+      ids[row[0].as<std::string>()] = row[1].as<std::string>();
+  }
+  ASSERT_EQ(ids.size(), 3u);
+  std::multiset<std::string> got(collector.payloads.begin(), collector.payloads.end());
+  std::multiset<std::string> want = {ids["f0"], ids["f1"], ids["f2"]};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 10000);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.job_events where kind = 'created'"), 10000);
+
+  collector.payloads.clear();
+  {
+    pqxx::work tx(*writer);
+    tx.exec0("insert into pgfleet.jobs (command, formation) values (array['true'], 'f1')");
+    tx.commit();
+  }
+  CollectFor(*listener, std::chrono::seconds(1));
+  EXPECT_EQ(collector.payloads, std::vector<std::string>{ids["f1"]});
+}
+
+TEST(JobsTrigger, RolledBackInsertNotifiesNothing) {
+  TestDatabase db;
+  auto listener = db.Connect();
+  Collector collector(*listener, db::kWorkChannel);
+  auto writer = db.Connect();
+  {
+    pqxx::work tx(*writer);
+    tx.exec0("insert into pgfleet.jobs (command) values (array['true'])");
+    tx.abort();
+  }
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_TRUE(collector.payloads.empty());
+}
+
+// --- Formations -------------------------------------------------------------
+
+TEST(JobsTrigger, UnknownFormationIsCreatedAsBatch) {
+  TestDatabase db;
+  ASSERT_EQ(
+      ErrorOf(db,
+              "insert into pgfleet.jobs (command, formation) values (array['true'], 'nightly')"),
+      "");
+  EXPECT_EQ(db.Scalar("select kind from pgfleet.formations where name = 'nightly'"), "batch");
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where formation = 'nightly'"), 1);
+  // A second job into it reuses the formation.
+  ASSERT_EQ(
+      ErrorOf(db,
+              "insert into pgfleet.jobs (command, formation) values (array['true'], 'nightly')"),
+      "");
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'nightly'"), 1);
+}
+
+TEST(JobsTrigger, BadFormationNameIsRejectedAndCreatesNoJob) {
+  TestDatabase db;
+  long long formations = db.Count("select count(*) from pgfleet.formations");
+  std::string err = ErrorOf(
+      db, "insert into pgfleet.jobs (command, formation) values (array['true'], 'bad name!')");
+  EXPECT_NE(err.find("formation name must be 1-100 of A-Z a-z 0-9 . _ -"), std::string::npos)
+      << err;
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 0);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations"), formations);
+}
+
+// --- Migrate ----------------------------------------------------------------
+
+TEST(Migrate, SecondRunChangesNothing) {
+  TestDatabase db;
+  ASSERT_EQ(
+      ErrorOf(db, "insert into pgfleet.jobs (command, formation) values (array['true'], 'keep')"),
+      "");
+  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
+  EXPECT_GE(migrations, 1);
+  std::string before = SchemaFingerprint(db);
+  ASSERT_FALSE(before.empty());
+
+  auto conn = db.Connect();
+  EXPECT_TRUE(db::Migrate(*conn).empty());
+
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.schema_migrations"), migrations);
+  EXPECT_EQ(SchemaFingerprint(db), before);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where formation = 'keep'"), 1);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.settings"), 1);
+}
+
+void MigrateConcurrently(int threads) {
+  TestDatabase db(/*migrate=*/false);
+  std::vector<std::unique_ptr<pqxx::connection>> conns;
+  for (int i = 0; i < threads; ++i) conns.push_back(db.Connect());
+  std::vector<std::string> errors(threads);
+  std::vector<std::vector<std::string>> applied(threads);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&, i] {
+      try {
+        applied[i] = db::Migrate(*conns[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  size_t total_applied = 0;
+  for (int i = 0; i < threads; ++i) {
+    EXPECT_EQ(errors[i], "") << "migrate " << i << " failed";
+    total_applied += applied[i].size();
+  }
+  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
+  EXPECT_GE(migrations, 1);
+  EXPECT_EQ(db.Count("select count(distinct name) from pgfleet.schema_migrations"), migrations);
+  // Exactly one of the runs applied each migration.
+  EXPECT_EQ(static_cast<long long>(total_applied), migrations);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
+  EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(db::kLockClass));
+}
+
+TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
+
+TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }
+
+TEST(Constants, SqlLockClassEqualsCppConstant) {
+  TestDatabase db;
+  EXPECT_EQ(db.Count("select pgfleet.lock_class()"), db::kLockClass);
+}
+
+// --- Documentation ----------------------------------------------------------
+
+TEST(Comments, EveryTableAndColumnIsDocumented) {
+  TestDatabase db;
+  auto conn = db.Connect();
+  pqxx::work tx(*conn);
+  auto tables = tx.exec(
+      "select c.relname from pg_class c "
+      " where c.relnamespace = 'pgfleet'::regnamespace and c.relkind = 'r' "
+      "   and coalesce(obj_description(c.oid, 'pg_class'), '') = '' order by 1");
+  for (const auto& row : tables)
+    ADD_FAILURE() << "table without comment: pgfleet." << row[0].c_str();
+  auto columns = tx.exec(
+      "select c.relname || '.' || a.attname from pg_class c "
+      "  join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped "
+      " where c.relnamespace = 'pgfleet'::regnamespace and c.relkind = 'r' "
+      "   and coalesce(col_description(c.oid, a.attnum), '') = '' order by 1");
+  for (const auto& row : columns)
+    ADD_FAILURE() << "column without comment: pgfleet." << row[0].c_str();
+  EXPECT_GT(tx.exec1("select count(*) from pg_class where relnamespace = 'pgfleet'::regnamespace "
+                     "and relkind = 'r'")[0]
+                .as<int>(),
+            5);
+}
+
+TEST(Comments, EveryViewAndFunctionIsDocumented) {
+  TestDatabase db;
+  auto conn = db.Connect();
+  pqxx::work tx(*conn);
+  auto views = tx.exec(
+      "select c.relname from pg_class c "
+      " where c.relnamespace = 'pgfleet'::regnamespace and c.relkind in ('v', 'm') "
+      "   and coalesce(obj_description(c.oid, 'pg_class'), '') = '' order by 1");
+  for (const auto& row : views) ADD_FAILURE() << "view without comment: pgfleet." << row[0].c_str();
+  auto functions = tx.exec(
+      "select p.oid::regprocedure::text from pg_proc p "
+      " where p.pronamespace = 'pgfleet'::regnamespace "
+      "   and coalesce(obj_description(p.oid, 'pg_proc'), '') = '' order by 1");
+  for (const auto& row : functions) ADD_FAILURE() << "function without comment: " << row[0].c_str();
+  EXPECT_GE(tx.exec1("select count(*) from pg_class where relnamespace = 'pgfleet'::regnamespace "
+                     "and relkind = 'v'")[0]
+                .as<int>(),
+            4);
+}
+
+}  // namespace
+}  // namespace pgfleet
