@@ -7,6 +7,7 @@
 
 #include "core/db/constants.h"
 #include "core/placement/placement.h"
+#include "core/placement/reconcile.h"
 
 namespace pgfleet::schedulerd {
 namespace {
@@ -102,27 +103,81 @@ std::vector<std::pair<int, std::string>> Scheduler::FormationsToWork(pqxx::conne
   pqxx::work tx(conn);
   pqxx::result rows;
   // Formations with placeable pending jobs, highest waiting priority first, so
-  // that when capacity is short higher-priority work is placed first.
+  // that when capacity is short higher-priority work is placed first; then
+  // service formations whose replicas differ from what is wanted (count, or
+  // replicas on draining/offline hosts to move).
   const char* base =
       "select f.id, f.name from pgfleet.formations f"
-      "  join lateral (select max(j.priority) as p from pgfleet.jobs j"
-      "                 where j.formation = f.name and j.state = 'pending'"
-      "                   and j.desired_state = 'run'"
-      "                   and (j.not_before is null or j.not_before <= now())) m on m.p is not "
-      "null";
+      "  left join lateral (select max(j.priority) as p from pgfleet.jobs j"
+      "                      where j.formation = f.name and j.state = 'pending'"
+      "                        and j.desired_state = 'run'"
+      "                        and (j.not_before is null or j.not_before <= now())) m on true"
+      " where (m.p is not null"
+      "    or (f.kind = 'service'"
+      "        and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name"
+      "                              and j.state in ('pending', 'assigned', 'running')"
+      "                              and j.desired_state = 'run')"
+      "             or exists (select 1 from pgfleet.jobs j join pgfleet.hosts h on h.id = "
+      "j.host_id"
+      "                         where j.formation = f.name and j.state in ('assigned', 'running')"
+      "                           and j.desired_state = 'run' and h.state in ('draining', "
+      "'offline')))))";
   if (all) {
-    rows = tx.exec(std::string(base) + " order by m.p desc, f.id");
+    rows = tx.exec(std::string(base) + " order by m.p desc nulls last, f.id");
   } else {
     std::string ids = "{";
     for (int id : dirty) ids += (ids.size() > 1 ? "," : "") + std::to_string(id);
     ids += "}";
     rows = tx.exec_params(
-        std::string(base) + " where f.id = any($1::integer[]) order by m.p desc, f.id", ids);
+        std::string(base) + " and f.id = any($1::integer[]) order by m.p desc nulls last, f.id",
+        ids);
   }
   tx.commit();
   std::vector<std::pair<int, std::string>> out;
   for (const auto& r : rows) out.emplace_back(r[0].as<int>(), r[1].as<std::string>());
   return out;
+}
+
+void Scheduler::ReconcileReplicas(pqxx::work& tx, int formation_id, const std::string& name,
+                                  int replicas) {
+  auto rows = tx.exec_params(
+      "select j.id, j.state, coalesce(j.state in ('assigned', 'running') and h.state in "
+      "('draining', 'offline'), false)"
+      "  from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id"
+      " where j.formation = $1 and j.state in ('pending', 'assigned', 'running') and "
+      "j.desired_state = 'run'"
+      " for update of j",
+      name);
+  std::vector<placement::ReplicaView> live;
+  for (const auto& r : rows)
+    live.push_back({r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>()});
+  auto result = placement::ReconcileService(replicas, live);
+  if (result.to_create > 0) {
+    tx.exec_params(
+        "insert into pgfleet.jobs (formation, command, env, cpu, memory, constraints, priority)"
+        " select f.name, f.command, f.env, f.cpu, f.memory, f.constraints, f.priority"
+        "   from pgfleet.formations f, generate_series(1, $2) where f.id = $1",
+        formation_id, result.to_create);
+  }
+  if (!result.to_stop.empty()) {
+    std::string ids = "{";
+    for (int64_t id : result.to_stop) ids += (ids.size() > 1 ? "," : "") + std::to_string(id);
+    ids += "}";
+    std::string reason =
+        static_cast<int>(live.size()) - static_cast<int>(result.to_stop.size()) +
+                    result.to_create >=
+                replicas
+            ? "service " + name + " scaled to " + std::to_string(replicas) + " replicas"
+            : "moved off a draining host";
+    tx.exec_params("select pgfleet.stop_jobs($1::bigint[], $2)", ids, reason);
+  }
+  if (result.to_create > 0 || !result.to_stop.empty()) {
+    metrics_.Add("pgfleet_scheduler_replicas_created_total", result.to_create);
+    metrics_.Add("pgfleet_scheduler_replicas_stopped_total",
+                 static_cast<double>(result.to_stop.size()));
+    spdlog::info("formation={} service replicas={} live={} create={} stop={}", name, replicas,
+                 live.size(), result.to_create, result.to_stop.size());
+  }
 }
 
 bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const std::string& name,
@@ -131,6 +186,11 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
   if (!tx.exec_params1("select pgfleet.try_lock_formation($1)", formation_id)[0].as<bool>()) {
     metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
     return false;
+  }
+  auto formation =
+      tx.exec_params1("select kind, replicas from pgfleet.formations where id = $1", formation_id);
+  if (formation[0].as<std::string>() == "service") {
+    ReconcileReplicas(tx, formation_id, name, formation[1].as<int>());
   }
   auto claimed = tx.exec_params(
       "select j.id, j.cpu, j.memory, j.priority, j.constraints::text, pgfleet.job_spec(j)::text"
@@ -245,7 +305,7 @@ void Scheduler::DispatchAll(pqxx::connection& conn, std::map<std::string, HostTa
     if (err.empty()) {
       metrics_.Add("pgfleet_scheduler_dispatches_total", 1);
       pqxx::work tx(conn);
-      tx.exec_params0("select pgfleet.dispatch_succeeded($1)", host);
+      tx.exec_params("select pgfleet.dispatch_succeeded($1)", host);
       tx.commit();
       continue;
     }

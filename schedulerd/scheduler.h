@@ -57,6 +57,9 @@ class Scheduler {
   // Places the formation's pending jobs; returns false when another scheduler holds its lock.
   bool WorkFormation(pqxx::connection& conn, int formation_id, const std::string& name,
                      std::map<std::string, HostTarget>* out);
+  // Service formations: creates missing replicas and stops surplus ones (pure
+  // core: placement::ReconcileService), inside the formation's transaction.
+  void ReconcileReplicas(pqxx::work& tx, int formation_id, const std::string& name, int replicas);
   void DispatchAll(pqxx::connection& conn, std::map<std::string, HostTarget>& targets);
   void ForwardStops(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);

@@ -85,32 +85,54 @@ end $$;
 comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer) is
   'Submits a job and returns its id. With an idempotency_key already used, returns that job''s id and creates nothing.';
 
+create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  -- Pending jobs are cancelled at once; assigned and running ones get
+  -- desired_state 'stop' (hostd stops them: SIGTERM, grace, SIGKILL; the exit
+  -- report then makes them cancelled). Jobs already final are left alone.
+  with target as (
+    select j.id from pgfleet.jobs j
+     where j.id = any(p_ids) and j.state in ('pending', 'assigned', 'running') and j.desired_state = 'run'
+       for update
+  ), cancelled as (
+    update pgfleet.jobs x set state = 'cancelled', desired_state = 'stop', finished_at = now(), error = p_reason
+      from target t where x.id = t.id and x.state = 'pending'
+    returning x.id, x.attempt, x.formation
+  ), stopping as (
+    update pgfleet.jobs x set desired_state = 'stop'
+      from target t where x.id = t.id and x.state in ('assigned', 'running')
+    returning x.id, x.attempt, x.host_id, x.formation
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select c.id, c.attempt, 'cancelled', null, p_reason from cancelled c
+    union all
+    select s.id, s.attempt, 'stop_requested', s.host_id, p_reason from stopping s
+  ), notified as (
+    select pg_notify('pgfleet_work', f.id::text) from pgfleet.formations f
+     where f.name in (select formation from stopping)
+  )
+  select (select count(*) from cancelled) + (select count(*) from stopping) + 0 * (select count(*) from notified)
+    into v_count;
+  return v_count;
+end $$;
+comment on function pgfleet.stop_jobs(bigint[], text) is
+  'Stops jobs for a reason: pending ones are cancelled at once, assigned or running ones are stopped on their host, then cancelled. Returns how many changed.';
+
 create or replace function pgfleet.cancel(p_job bigint) returns text
 language plpgsql as $$
 declare
-  j pgfleet.jobs;
+  v_state text;
 begin
-  select * into j from pgfleet.jobs where id = p_job for update;
+  perform pgfleet.stop_jobs(array[p_job], 'cancelled by user');
+  select case when state in ('assigned', 'running') and desired_state = 'stop' then 'stopping' else state end
+    into v_state from pgfleet.jobs where id = p_job;
   if not found then
     raise exception 'job % does not exist', p_job using errcode = 'no_data_found';
   end if;
-  if j.state = 'pending' then
-    update pgfleet.jobs set state = 'cancelled', desired_state = 'stop', finished_at = now(),
-                            error = 'cancelled by user'
-     where id = p_job and state = 'pending';
-    insert into pgfleet.job_events (job_id, attempt, kind, detail)
-    values (p_job, j.attempt, 'cancelled', 'cancelled by user while pending');
-    return 'cancelled';
-  elsif j.state in ('assigned', 'running') then
-    if j.desired_state = 'run' then
-      update pgfleet.jobs set desired_state = 'stop' where id = p_job and attempt = j.attempt;
-      insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
-      values (p_job, j.attempt, 'stop_requested', j.host_id, 'cancelled by user');
-      perform pg_notify('pgfleet_work', f.id::text) from pgfleet.formations f where f.name = j.formation;
-    end if;
-    return 'stopping';
-  end if;
-  return j.state;  -- already final: nothing to do
+  return v_state;
 end $$;
 comment on function pgfleet.cancel(bigint) is
   'Cancels a job: a pending job becomes cancelled at once; an assigned or running one is stopped on its host, then cancelled. Returns cancelled, stopping, or the final state it already had.';
@@ -223,12 +245,15 @@ language sql as $$
   ), need as (
     select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory
       from claimed c group by c.host_id
+  ), host_locks as (
+    -- Hosts are locked in id order so concurrent schedulers never deadlock.
+    select h.id from pgfleet.hosts h where h.id in (select host_id from need) order by h.id for update
   ), reserved as (
     update pgfleet.hosts h
        set cpu_allocated = h.cpu_allocated + n.cpu,
            memory_allocated = h.memory_allocated + n.memory
       from need n
-     where h.id = n.host_id and h.state = 'up'
+     where h.id = n.host_id and h.id in (select id from host_locks) and h.state = 'up'
        and (h.suspended_until is null or h.suspended_until <= now())
        and h.cpu_allocated + n.cpu <= h.cpu
        and h.memory_allocated + n.memory <= h.memory
@@ -338,7 +363,8 @@ declare
   v_state text;
   v_failures integer;
   v_detail text;
-  v_freed boolean := false;
+  v_free_cpu integer := 0;
+  v_free_memory integer := 0;
   v_generation bigint;
 begin
   select h.generation into v_generation from pgfleet.hosts h where h.id = p_host;
@@ -376,10 +402,8 @@ begin
              finished_at = case when x.desired_state = 'stop' or x.host_losses + 1 >= 3 then now() end
        where x.id = j.id and x.attempt = j.attempt and x.state in ('assigned', 'running')
       returning x.state into v_state;
-      update pgfleet.hosts h
-         set cpu_allocated = h.cpu_allocated - j.cpu, memory_allocated = h.memory_allocated - j.memory
-       where h.id = p_host;
-      v_freed := true;
+      v_free_cpu := v_free_cpu + j.cpu;
+      v_free_memory := v_free_memory + j.memory;
       insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
       values (j.id, j.attempt, 'lost', p_host,
               coalesce(r ->> 'error', 'unknown') || case when v_state = 'failed' then '; lost 3 times, giving up' else '' end);
@@ -419,10 +443,8 @@ begin
              finished_at = case when v_state <> 'pending' then now() end
        where x.id = j.id and x.attempt = j.attempt and x.state = 'running'
           or x.id = j.id and x.attempt = j.attempt and x.state = 'assigned' and v_kind = 'start_failed';
-      update pgfleet.hosts h
-         set cpu_allocated = h.cpu_allocated - j.cpu, memory_allocated = h.memory_allocated - j.memory
-       where h.id = p_host;
-      v_freed := true;
+      v_free_cpu := v_free_cpu + j.cpu;
+      v_free_memory := v_free_memory + j.memory;
       insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
       values (j.id, j.attempt, case when v_state = 'pending' then 'requeued' else v_state end, p_host,
               case when v_state = 'pending'
@@ -432,7 +454,12 @@ begin
     end if;
     return next;
   end loop;
-  if v_freed then
+  -- Resources go back to the host once, after every job row is locked: lock
+  -- order is always jobs before hosts (as in the scheduler), so no deadlock.
+  if v_free_cpu > 0 or v_free_memory > 0 then
+    update pgfleet.hosts h
+       set cpu_allocated = h.cpu_allocated - v_free_cpu, memory_allocated = h.memory_allocated - v_free_memory
+     where h.id = p_host;
     perform pg_notify('pgfleet_work', '*');
   end if;
 end $$;

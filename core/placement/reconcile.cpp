@@ -1,0 +1,59 @@
+#include "core/placement/reconcile.h"
+
+#include <algorithm>
+
+namespace pgfleet::placement {
+namespace {
+
+int StateRank(const std::string& state) {
+  if (state == "pending") return 0;
+  if (state == "assigned") return 1;
+  return 2;  // running
+}
+
+// Order in which to stop replicas: least useful first.
+bool StopsBefore(const ReplicaView& a, const ReplicaView& b) {
+  int ra = StateRank(a.state), rb = StateRank(b.state);
+  if (ra != rb) return ra < rb;
+  return a.id > b.id;
+}
+
+}  // namespace
+
+ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& live) {
+  desired = std::max(desired, 0);
+  std::vector<ReplicaView> staying, leaving;
+  for (const auto& r : live) (r.on_leaving_host ? leaving : staying).push_back(r);
+
+  ReconcileResult out;
+  int staying_count = static_cast<int>(staying.size());
+  if (staying_count < desired) {
+    out.to_create = desired - staying_count;
+  } else if (staying_count > desired) {
+    std::sort(staying.begin(), staying.end(), StopsBefore);
+    for (int i = 0; i < staying_count - desired; ++i) out.to_stop.push_back(staying[i].id);
+  }
+
+  // Replicas on leaving hosts: those not serving yet go at once (a replacement
+  // is already counted above); running ones go only as replacements run, so
+  // never fewer than `desired` replicas serve during a drain.
+  int staying_running = 0;
+  for (const auto& r : staying) staying_running += r.state == "running" ? 1 : 0;
+  staying_running = std::min(staying_running, desired);
+  std::vector<ReplicaView> leaving_running;
+  std::sort(leaving.begin(), leaving.end(), StopsBefore);
+  for (const auto& r : leaving) {
+    if (r.state == "running") {
+      leaving_running.push_back(r);
+    } else {
+      out.to_stop.push_back(r.id);
+    }
+  }
+  int may_stop = std::max(0, staying_running + static_cast<int>(leaving_running.size()) - desired);
+  for (int i = 0; i < may_stop && i < static_cast<int>(leaving_running.size()); ++i) {
+    out.to_stop.push_back(leaving_running[i].id);
+  }
+  return out;
+}
+
+}  // namespace pgfleet::placement

@@ -1,0 +1,32 @@
+#pragma once
+// The pure service reconciler: desired replicas vs the replicas that exist
+// -> how many to create and which to stop. No database, no clock.
+//
+// A replica is "live" while it is pending, assigned or running with
+// desired_state 'run'. Replicas on a draining or offline host are replaced
+// first and stopped only once their replacements run (start elsewhere first,
+// then stop), so a drain never lowers a service below its replica count.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgfleet::placement {
+
+struct ReplicaView {
+  int64_t id = 0;
+  std::string state;             // "pending", "assigned" or "running"
+  bool on_leaving_host = false;  // its host is draining or offline
+};
+
+struct ReconcileResult {
+  int to_create = 0;             // new replicas (new job rows from the template)
+  std::vector<int64_t> to_stop;  // replicas to stop, in the order to stop them
+};
+
+// Scale-down stops the least useful surplus first: pending, then assigned,
+// then running, newest (highest id) first within each, keeping the oldest,
+// proven replicas. `desired` < 0 is treated as 0.
+ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& live);
+
+}  // namespace pgfleet::placement
