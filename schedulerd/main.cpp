@@ -19,14 +19,36 @@ namespace po = boost::program_options;
 
 namespace {
 std::atomic<bool> g_stop{false};
+
+// "90s", "15m", "12h", "7d" -> seconds; throws naming the flag otherwise.
+std::chrono::seconds ParseDuration(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+  }
+  std::string unit = n >= 0 ? v.substr(used) : "";
+  long long mult = unit == "s"   ? 1
+                   : unit == "m" ? 60
+                   : unit == "h" ? 3600
+                   : unit == "d" ? 86400
+                                 : 0;
+  if (n <= 0 || mult == 0) {
+    throw std::invalid_argument(
+        flag + " must be a positive duration like 90s, 15m, 12h or 7d (got \"" + v + "\")");
+  }
+  return std::chrono::seconds(n * mult);
+}
 void OnSignal(int) { g_stop = true; }
 }  // namespace
 
 int main(int argc, char** argv) {
   po::options_description opts("pgfleet-schedulerd options");
   std::string db, id, listen, token_file, config_file, log_level;
-  double tick = 1.0;
+  double tick = 1.0, host_ttl = 0;
   int batch = 500;
+  std::string retain = "7d";
   opts.add_options()("help,h", "show this help")(
       "db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
       "id", po::value(&id), "scheduler id (default: <hostname>-<pid>)")(
@@ -78,6 +100,13 @@ int main(int argc, char** argv) {
   config.id = id;
   config.tick = std::chrono::milliseconds(static_cast<int64_t>(tick * 1000));
   config.batch_size = batch;
+  config.host_ttl_seconds = host_ttl;
+  try {
+    config.retain = ParseDuration("--retain", retain);
+  } catch (const std::exception& e) {
+    std::cerr << "pgfleet-schedulerd: " << e.what() << "\n";
+    return 2;
+  }
   try {
     config.token = pgfleet::net::ReadTokenFile(token_file);
   } catch (const std::exception& e) {

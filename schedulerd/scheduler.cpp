@@ -347,6 +347,46 @@ void Scheduler::ForwardStops(pqxx::connection& conn) {
   }
 }
 
+void Scheduler::SweepLostHosts(pqxx::connection& conn) {
+  pqxx::work tx(conn);
+  double ttl = config_.host_ttl_seconds;
+  if (ttl <= 0)
+    ttl = tx.exec1("select extract(epoch from pgfleet.host_ttl())::float8")[0].as<double>();
+  auto rows = tx.exec_params("select host_id, requeued from pgfleet.sweep_lost_hosts($1)", ttl);
+  tx.commit();
+  for (const auto& r : rows) {
+    metrics_.Add("pgfleet_scheduler_hosts_lost_total", 1);
+    metrics_.Add("pgfleet_scheduler_jobs_lost_total", r[1].as<double>());
+    spdlog::warn("host={} lost: no heartbeat for {}s; {} attempts requeued", r[0].as<std::string>(),
+                 ttl, r[1].as<int>());
+    all_dirty_ = true;
+  }
+}
+
+void Scheduler::PruneFinished(pqxx::connection& conn) {
+  int total = 0;
+  for (int batch = 0; batch < 20; ++batch) {
+    pqxx::work tx(conn);
+    if (!tx.exec_params1("select pg_try_advisory_xact_lock($1, $2)", db::kLockClass,
+                         db::kPruneLockKey)[0]
+             .as<bool>()) {
+      return;  // another scheduler is pruning
+    }
+    int n = tx.exec_params1("select pgfleet.prune_finished(make_interval(secs => $1), 1000)",
+                            static_cast<double>(config_.retain.count()))[0]
+                .as<int>();
+    tx.exec("delete from pgfleet.schedulers where last_seen < now() - interval '1 day'");
+    tx.commit();
+    total += n;
+    if (n < 1000) break;
+  }
+  if (total > 0) {
+    metrics_.Add("pgfleet_scheduler_jobs_pruned_total", total);
+    spdlog::info("scheduler={} pruned {} finished jobs older than {}s", config_.id, total,
+                 config_.retain.count());
+  }
+}
+
 void Scheduler::Run(const std::atomic<bool>& stop) {
   while (!stop) {
     // The receiver must go before the connection it is attached to does.
@@ -368,6 +408,11 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
       if (now - last_full_pass_ >= config_.tick) {
         all_dirty_ = true;  // safety net: a lost NOTIFY only delays work
         last_full_pass_ = now;
+        SweepLostHosts(*wc);
+      }
+      if (now - last_prune_ >= config_.prune_interval) {
+        last_prune_ = now;
+        PruneFinished(*wc);
       }
       if (!all_dirty_ && dirty_.empty()) {
         auto wait = config_.tick - (now - last_full_pass_);

@@ -28,6 +28,10 @@ struct Config {
   std::chrono::milliseconds tick{1000};  // safety-net timer
   int batch_size = 500;                  // pending jobs claimed per formation per transaction
   int dispatch_timeout_seconds = 3;
+  // Hosts silent longer than this are lost (<= 0: pgfleet.settings host_ttl_seconds).
+  double host_ttl_seconds = 0;
+  std::chrono::seconds retain{7 * 24 * 3600};  // finished jobs older than this are pruned
+  std::chrono::seconds prune_interval{60};
 };
 
 // One assignment to deliver to a host after commit.
@@ -63,6 +67,10 @@ class Scheduler {
   void DispatchAll(pqxx::connection& conn, std::map<std::string, HostTarget>& targets);
   void ForwardStops(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);
+  // Marks silent hosts lost and requeues their attempts (any scheduler may; one wins each host).
+  void SweepLostHosts(pqxx::connection& conn);
+  // Deletes finished jobs older than --retain, in batches, one scheduler at a time.
+  void PruneFinished(pqxx::connection& conn);
 
   Config config_;
   net::Metrics& metrics_;
@@ -73,6 +81,7 @@ class Scheduler {
   bool all_dirty_ = true;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_full_pass_{};
+  std::chrono::steady_clock::time_point last_prune_{};
 };
 
 }  // namespace pgfleet::schedulerd

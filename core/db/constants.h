@@ -10,6 +10,9 @@ inline constexpr int kLockClass = 0x70676674;
 // Second key of the lock serializing `pgfleet migrate` (formation ids are > 0).
 inline constexpr int kMigrateLockKey = -1;
 
+// Second key of the lock that lets one scheduler at a time prune old jobs.
+inline constexpr int kPruneLockKey = -2;
+
 // Channel the jobs trigger NOTIFYs; payload is a formation id, or "*" when
 // capacity was freed and every formation with pending jobs should be retried.
 inline constexpr const char* kWorkChannel = "pgfleet_work";
