@@ -78,9 +78,9 @@ std::unique_ptr<pqxx::connection> TestDatabase::Connect() const {
 std::string TestDatabase::Scalar(const std::string& sql) const {
   pqxx::connection c(dsn_);
   pqxx::work tx(c);
-  auto r = tx.exec1(sql);
+  auto r = tx.exec(sql);
   tx.commit();
-  return r[0].is_null() ? "" : r[0].as<std::string>();
+  return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
 }
 
 TempDir::TempDir() {

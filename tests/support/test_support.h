@@ -26,7 +26,8 @@ class TestDatabase {
   const std::string& dsn() const { return dsn_; }
   const std::string& name() const { return name_; }
   std::unique_ptr<pqxx::connection> Connect() const;
-  // Runs a query returning one value, as text ("" for null).
+  // Runs SQL in one transaction; returns the first column of its first row as
+  // text ("" for null or no row).
   std::string Scalar(const std::string& sql) const;
   long long Count(const std::string& sql) const { return std::stoll(Scalar(sql)); }
 
