@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
       "seconds between safety-net passes over all formations")(
       "batch-size", po::value(&batch)->default_value(500),
       "pending jobs claimed per formation per transaction")(
+      "host-ttl", po::value(&host_ttl),
+      "seconds without heartbeat before a host is lost (default: settings host_ttl_seconds, 10)")(
+      "retain", po::value(&retain)->default_value("7d"),
+      "prune finished jobs older than this (90m, 12h, 7d)")(
       "log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error")(
       "config", po::value(&config_file), "config file with the same option names (name = value)");
   po::variables_map vm;
