@@ -353,7 +353,12 @@ void Scheduler::SweepLostHosts(pqxx::connection& conn) {
   if (ttl <= 0)
     ttl = tx.exec1("select extract(epoch from pgfleet.host_ttl())::float8")[0].as<double>();
   auto rows = tx.exec_params("select host_id, requeued from pgfleet.sweep_lost_hosts($1)", ttl);
+  int evicted = tx.exec1("select pgfleet.evict_overdue_drains()")[0].as<int>();
   tx.commit();
+  if (evicted > 0) {
+    spdlog::info("{} jobs on draining hosts past their deadline are being stopped and requeued", evicted);
+    all_dirty_ = true;
+  }
   for (const auto& r : rows) {
     metrics_.Add("pgfleet_scheduler_hosts_lost_total", 1);
     metrics_.Add("pgfleet_scheduler_jobs_lost_total", r[1].as<double>());

@@ -209,7 +209,7 @@ begin
     raise exception 'host state must be up, draining or offline (got %)', p_state
       using errcode = 'check_violation';
   end if;
-  update pgfleet.hosts set state = p_state where id = p_host;
+  update pgfleet.hosts set state = p_state, drain_deadline = null where id = p_host;
   if not found then
     raise exception 'host % does not exist', p_host using errcode = 'no_data_found';
   end if;
@@ -218,9 +218,43 @@ end $$;
 comment on function pgfleet.set_host_state(text, text) is
   'Operator control: up, draining (no new work) or offline.';
 
-create or replace function pgfleet.drain(p_host text) returns void
-language sql as $$ select pgfleet.set_host_state(p_host, 'draining') $$;
-comment on function pgfleet.drain(text) is 'Stops new placements on the host.';
+drop function if exists pgfleet.drain(text);
+create or replace function pgfleet.drain(p_host text, p_deadline interval default null) returns void
+language plpgsql as $$
+begin
+  if p_deadline is not null and p_deadline < interval '0' then
+    raise exception 'deadline must be >= 0 (got %)', p_deadline using errcode = 'check_violation';
+  end if;
+  perform pgfleet.set_host_state(p_host, 'draining');
+  update pgfleet.hosts set drain_deadline = now() + p_deadline where id = p_host;
+end $$;
+comment on function pgfleet.drain(text, interval) is
+  'Drains a host: no new placements; service replicas move elsewhere (started there first, then stopped here); batch jobs run to completion, or are stopped and requeued elsewhere once p_deadline has passed.';
+
+create or replace function pgfleet.evict_overdue_drains() returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  -- Lock order: jobs before hosts.
+  with overdue as (
+    select j.id, j.attempt, j.host_id from pgfleet.jobs j join pgfleet.hosts h on h.id = j.host_id
+     where h.state = 'draining' and h.drain_deadline < now()
+       and j.state in ('assigned', 'running') and j.desired_state = 'run'
+       for update of j
+  ), stopped as (
+    update pgfleet.jobs x set desired_state = 'stop', requeue_on_stop = true
+      from overdue o where x.id = o.id
+    returning x.id, x.attempt, x.host_id
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select s.id, s.attempt, 'stop_requested', s.host_id, 'drain deadline passed: moving elsewhere' from stopped s
+  )
+  select count(*) into v_count from stopped;
+  return v_count;
+end $$;
+comment on function pgfleet.evict_overdue_drains() is
+  'Stops the jobs still running on draining hosts past their drain deadline, to be requeued elsewhere once stopped. Returns how many.';
 
 -- Scheduling ----------------------------------------------------------------
 
@@ -416,7 +450,9 @@ begin
       if v_service and j.started_at is not null and j.started_at < now() - interval '10 minutes' then
         v_failures := 0;
       end if;
-      if j.desired_state = 'stop' then
+      if j.desired_state = 'stop' and j.requeue_on_stop then
+        v_state := 'pending';  -- stopped to move it (drain deadline): not the job's fault
+      elsif j.desired_state = 'stop' then
         v_state := 'cancelled';
       elsif v_ok and not v_service then
         v_state := 'succeeded';
@@ -439,7 +475,10 @@ begin
              cpu_seconds = (r ->> 'cpu_seconds')::double precision,
              output_tail = r ->> 'output_tail',
              error = case when v_ok then null else v_detail end,
-             not_before = case when v_state = 'pending' then now() + pgfleet.retry_backoff(v_failures) end,
+             not_before = case when v_state = 'pending' and not j.requeue_on_stop
+                               then now() + pgfleet.retry_backoff(v_failures) end,
+             desired_state = case when j.requeue_on_stop then 'run' else x.desired_state end,
+             requeue_on_stop = false,
              finished_at = case when v_state <> 'pending' then now() end
        where x.id = j.id and x.attempt = j.attempt and x.state = 'running'
           or x.id = j.id and x.attempt = j.attempt and x.state = 'assigned' and v_kind = 'start_failed';
@@ -447,7 +486,9 @@ begin
       v_free_memory := v_free_memory + j.memory;
       insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
       values (j.id, j.attempt, case when v_state = 'pending' then 'requeued' else v_state end, p_host,
-              case when v_state = 'pending'
+              case when v_state = 'pending' and j.requeue_on_stop
+                   then 'stopped on a draining host past its deadline; requeued'
+                   when v_state = 'pending'
                    then v_detail || '; next attempt in ' || pgfleet.retry_backoff(v_failures)::text
                         || case when v_service then '' else ' (' || v_failures || ' of ' || j.max_attempts || ' failed)' end
                    else v_detail end);
