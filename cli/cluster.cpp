@@ -1,6 +1,7 @@
 // pgfleet migrate | hosts | status | drain | host | formation
 
 #include <iostream>
+#include <optional>
 
 #include "cli/common.h"
 #include "core/db/migrate.h"
@@ -117,9 +118,14 @@ int CmdStatus(const std::vector<std::string>& args) {
 static int SetHostState(const std::vector<std::string>& args, const std::string& fixed_state) {
   Common common;
   std::vector<std::string> pos;
-  po::options_description opts(fixed_state == "draining" ? "pgfleet drain HOST"
+  std::string deadline;
+  po::options_description opts(fixed_state == "draining" ? "pgfleet drain HOST [--deadline 10m]"
                                                          : "pgfleet host offline|online HOST");
   opts.add_options()("args", po::value(&pos)->composing(), "");
+  if (fixed_state == "draining") {
+    opts.add_options()("deadline", po::value(&deadline),
+                       "stop and requeue elsewhere the batch jobs still running after this long (90s, 10m, 2h)");
+  }
   AddCommonOptions(opts, common, false);
   po::variables_map vm;
   ParseArgs(args, opts, vm, "args", -1);
@@ -135,11 +141,29 @@ static int SetHostState(const std::vector<std::string>& args, const std::string&
     if (pos.size() != 1) throw UsageError("expected exactly one HOST");
     host = pos[0];
   }
+  std::optional<std::string> interval;
+  if (!deadline.empty()) {
+    size_t used = 0;
+    long long n = -1;
+    try {
+      n = std::stoll(deadline, &used);
+    } catch (const std::exception&) {
+    }
+    std::string unit = n >= 0 ? deadline.substr(used) : "";
+    if (n < 0 || (unit != "s" && unit != "m" && unit != "h")) {
+      throw UsageError("--deadline must be a duration like 90s, 10m or 2h (got \"" + deadline + "\")");
+    }
+    interval = std::to_string(n) + (unit == "s" ? " seconds" : unit == "m" ? " minutes" : " hours");
+  }
   auto conn = ConnectDb(common);
   pqxx::work tx(*conn);
-  tx.exec_params("select pgfleet.set_host_state($1, $2)", host, state);
+  if (state == "draining") {
+    tx.exec_params("select pgfleet.drain($1, $2::interval)", host, interval);
+  } else {
+    tx.exec_params("select pgfleet.set_host_state($1, $2)", host, state);
+  }
   tx.commit();
-  std::cout << host << " " << state << "\n";
+  std::cout << host << " " << state << (interval ? " (deadline in " + *interval + ")" : "") << "\n";
   return kExitOk;
 }
 
