@@ -1,6 +1,10 @@
 #include "test_support.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -46,16 +50,19 @@ std::string ReplaceDbName(const std::string& dsn, const std::string& db) {
 }
 }  // namespace
 
-TestDatabase::TestDatabase(bool migrate) {
-  std::string admin = AdminDsn();
+TestDatabase::TestDatabase(bool migrate) : admin_(AdminDsn()) { Create(migrate); }
+
+TestDatabase::TestDatabase(const std::string& admin_dsn, bool migrate) : admin_(admin_dsn) { Create(migrate); }
+
+void TestDatabase::Create(bool migrate) {
   name_ = "pgfleet_t_" + std::to_string(getpid()) + "_" + std::to_string(g_counter++);
   {
-    pqxx::connection c(admin);
+    pqxx::connection c(admin_);
     pqxx::nontransaction tx(c);
     tx.exec0("drop database if exists " + name_);
     tx.exec0("create database " + name_);
   }
-  dsn_ = ReplaceDbName(admin, name_);
+  dsn_ = ReplaceDbName(admin_, name_);
   if (migrate) {
     pqxx::connection c(dsn_);
     db::Migrate(c);
@@ -64,7 +71,7 @@ TestDatabase::TestDatabase(bool migrate) {
 
 TestDatabase::~TestDatabase() {
   try {
-    pqxx::connection c(AdminDsn());
+    pqxx::connection c(admin_);
     pqxx::nontransaction tx(c);
     tx.exec0("drop database if exists " + name_ + " with (force)");
   } catch (const std::exception&) {
@@ -224,6 +231,71 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
   }
   return pred();
 }
+
+static int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+static std::vector<std::string> AsOwner(std::vector<std::string> argv) {
+  if (getuid() != 0) return argv;
+  std::vector<std::string> out = {"/usr/sbin/runuser", "-u", "postgres", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+PrivatePostgres::PrivatePostgres() {
+  for (const char* d : {"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin"}) {
+    if (access((std::string(d) + "/initdb").c_str(), X_OK) == 0) {
+      bindir_ = d;
+      break;
+    }
+  }
+  if (bindir_.empty()) throw std::runtime_error("initdb not found");
+  if (getuid() == 0) {
+    if (chown(dir_.path().c_str(), 0, 0) != 0 || chmod(dir_.path().c_str(), 0777) != 0) {
+      throw std::runtime_error("cannot prepare " + dir_.path());
+    }
+  }
+  auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A", "trust", "-E",
+                        "UTF8", "--locale=C.UTF-8"}));
+  if (r.exit_code != 0) throw std::runtime_error("initdb failed: " + r.err);
+  port_ = FreeLoopbackPort();
+  admin_dsn_ = "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
+  Start();
+}
+
+PrivatePostgres::~PrivatePostgres() {
+  try {
+    PgCtl("stop");
+  } catch (const std::exception&) {
+  }
+}
+
+void PrivatePostgres::PgCtl(const std::string& action) {
+  std::vector<std::string> argv = {bindir_ + "/pg_ctl", "-D", dir_.path() + "/data", "-l", dir_.path() + "/server.log",
+                                   "-w", "-t", "60", "-m", "fast"};
+  if (action != "stop") {
+    argv.push_back("-o");
+    argv.push_back("-c listen_addresses=127.0.0.1 -p " + std::to_string(port_) + " -k " + dir_.path() +
+                   " -c fsync=off -c max_connections=200");
+  }
+  argv.push_back(action);
+  auto r = Run(AsOwner(argv));
+  if (r.exit_code != 0) throw std::runtime_error("pg_ctl " + action + " failed: " + r.err + r.out);
+}
+
+void PrivatePostgres::Stop() { PgCtl("stop"); }
+void PrivatePostgres::Start() { PgCtl("start"); }
+void PrivatePostgres::Restart() { PgCtl("restart"); }
 
 Cluster::Cluster(const TestDatabase& db) : db_(db) {
   token_file_ = dir_.path() + "/token";

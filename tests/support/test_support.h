@@ -22,6 +22,8 @@ std::string AdminDsn();
 class TestDatabase {
  public:
   explicit TestDatabase(bool migrate = true);
+  // On another server (e.g. a PrivatePostgres) given its admin DSN.
+  TestDatabase(const std::string& admin_dsn, bool migrate);
   ~TestDatabase();
   const std::string& dsn() const { return dsn_; }
   const std::string& name() const { return name_; }
@@ -32,6 +34,8 @@ class TestDatabase {
   long long Count(const std::string& sql) const { return std::stoll(Scalar(sql)); }
 
  private:
+  void Create(bool migrate);
+  std::string admin_;
   std::string name_;
   std::string dsn_;
 };
@@ -83,6 +87,26 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
 
 // Polls pred every 50 ms until it holds or timeout passes; returns pred's last value.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+// A PostgreSQL server of the test's own (initdb into a temp dir, run as the
+// postgres OS user when root, loopback, free port), for tests that restart or
+// stop the database without disturbing tests running beside them.
+class PrivatePostgres {
+ public:
+  PrivatePostgres();
+  ~PrivatePostgres();
+  const std::string& admin_dsn() const { return admin_dsn_; }
+  void Stop();     // fast shutdown
+  void Start();
+  void Restart();  // fast restart: every connection is cut
+
+ private:
+  void PgCtl(const std::string& action);
+  TempDir dir_;
+  std::string bindir_;
+  int port_ = 0;
+  std::string admin_dsn_;
+};
 
 // A small local cluster of real processes against a TestDatabase: schedulers
 // and hosts (process driver unless told otherwise), sharing one token file.
