@@ -284,7 +284,8 @@ void Scheduler::DispatchAll(pqxx::connection& conn, std::map<std::string, HostTa
       body["jobs"].push_back({{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}});
     }
     std::string url = target.api_url, token = config_.token;
-    int timeout = config_.dispatch_timeout_seconds;
+    // Starting jobs takes the host a few ms each: allow for big batches.
+    int timeout = config_.dispatch_timeout_seconds + static_cast<int>(target.jobs.size() / 50);
     calls.emplace_back(
         host, std::async(std::launch::async, [url, token, timeout, body]() -> std::string {
           try {
@@ -356,7 +357,8 @@ void Scheduler::SweepLostHosts(pqxx::connection& conn) {
   int evicted = tx.exec1("select pgfleet.evict_overdue_drains()")[0].as<int>();
   tx.commit();
   if (evicted > 0) {
-    spdlog::info("{} jobs on draining hosts past their deadline are being stopped and requeued", evicted);
+    spdlog::info("{} jobs on draining hosts past their deadline are being stopped and requeued",
+                 evicted);
     all_dirty_ = true;
   }
   for (const auto& r : rows) {
@@ -435,7 +437,17 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
       std::map<std::string, HostTarget> targets;
       for (const auto& [id, name] : FormationsToWork(*wc, all, dirty)) {
         if (stop) break;
-        WorkFormation(*wc, id, name, &targets);
+        try {
+          WorkFormation(*wc, id, name, &targets);
+        } catch (const pqxx::broken_connection&) {
+          throw;
+        } catch (const std::exception& e) {
+          // Rolled back; retried next pass. Other formations' committed
+          // assignments must still be dispatched below.
+          spdlog::warn("formation={} id={} pass failed, will retry: {}", name, id, e.what());
+          metrics_.Add("pgfleet_scheduler_errors_total", 1);
+          dirty_.insert(id);
+        }
       }
       DispatchAll(*wc, targets);
       ForwardStops(*wc);
