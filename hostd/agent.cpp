@@ -14,10 +14,36 @@ using nlohmann::json;
 
 namespace {
 constexpr size_t kReportBatch = 500;
+
+bool Terminal(const std::string& kind) {
+  return kind == "exited" || kind == "start_failed" || kind == "lost";
 }
+}  // namespace
 
 Agent::Agent(HostConfig config, net::Metrics& metrics)
-    : config_(std::move(config)), metrics_(metrics), conn_(config_.dsn, "host " + config_.id) {}
+    : config_(std::move(config)),
+      metrics_(metrics),
+      conn_(config_.dsn, "host " + config_.id),
+      lease_(config_.data_dir) {
+  ttl_ms_ = config_.host_ttl.count();
+}
+
+void Agent::NoteContact(int64_t sent_boottime_ns) {
+  last_contact_ = sent_boottime_ns;
+  if (!lease_.Write(sent_boottime_ns)) {
+    spdlog::warn("host={} cannot write {}/{}: shims may fence their jobs early", config_.id,
+                 config_.data_dir, kLeaseFile);
+  }
+}
+
+void Agent::SetTtl(int64_t ttl_ms) {
+  ttl_ms_ = ttl_ms;
+  if (supervisor_) {
+    supervisor_->SetFenceAfter(config_.self_fence && config_.shim_fence
+                                   ? SelfFenceAfter(std::chrono::milliseconds(ttl_ms))
+                                   : std::chrono::milliseconds(0));
+  }
+}
 
 void Agent::Enqueue(json report) {
   {
@@ -38,18 +64,34 @@ void Agent::Wake() {
 
 void Agent::Register(pqxx::connection& conn) {
   json labels = config_.labels;
+  int64_t sent = BootTimeNs();
   pqxx::work tx(conn);
   generation_ = tx.exec_params1("select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7)",
                                 config_.id, config_.api_url, config_.cpu, config_.memory,
                                 labels.dump(), config_.driver, config_.driver_note)[0]
                     .as<int64_t>();
+  // The TTL schedulers judge us by; fencing later than that would let two
+  // attempts of a job overlap.
+  double db_ttl = tx.exec1("select extract(epoch from pgfleet.host_ttl())::float8")[0].as<double>();
   tx.commit();
   registered_ = true;
+  NoteContact(sent);
+  auto db_ttl_ms = static_cast<int64_t>(db_ttl * 1000);
+  int64_t ttl = std::min<int64_t>(config_.host_ttl.count(), db_ttl_ms);
+  if (ttl != ttl_ms_.load()) SetTtl(ttl);
+  if (ttl < config_.host_ttl.count() && !ttl_warned_) {
+    ttl_warned_ = true;
+    spdlog::warn(
+        "host={} the database's host TTL is {:.1f} s, shorter than --host-ttl {:.1f} s: "
+        "self-fencing uses {:.1f} s",
+        config_.id, db_ttl, config_.host_ttl.count() / 1000.0, db_ttl);
+  }
   spdlog::info("host={} registered generation={} api={} cpu={}m memory={}MiB driver={}", config_.id,
                generation_, config_.api_url, config_.cpu, config_.memory, config_.driver);
 }
 
 void Agent::Heartbeat(pqxx::connection& conn) {
+  int64_t sent = BootTimeNs();
   pqxx::work tx(conn);
   auto r = tx.exec_params("select state, generation from pgfleet.heartbeat($1, $2, $3)", config_.id,
                           generation_, static_cast<int>(supervisor_->LiveCount()));
@@ -68,7 +110,9 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering",
                  config_.id, state, gen, generation_);
     registered_ = false;
+    return;
   }
+  NoteContact(sent);
 }
 
 bool Agent::Flush(pqxx::connection& conn) {
@@ -90,10 +134,12 @@ bool Agent::Flush(pqxx::connection& conn) {
     tx.commit();
     metrics_.Add("pgfleet_host_reports_total", static_cast<double>(batch.size()));
     for (const auto& r : rows) {
-      if (r[3].as<bool>()) continue;
       int64_t job = r[0].as<int64_t>();
       int attempt = r[1].as<int>();
       std::string kind = r[2].as<std::string>();
+      // Settled either way: a restarted hostd must not report it again.
+      if (Terminal(kind)) supervisor_->MarkReported(job, attempt);
+      if (r[3].as<bool>()) continue;
       spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
                    job, attempt, kind);
       metrics_.Add("pgfleet_host_reports_rejected_total", 1);
@@ -128,11 +174,12 @@ void Agent::Reconcile(pqxx::connection& conn) {
     }
     if (supervisor_->Known(job, attempt)) continue;
     if (state == "running") {
-      // Reported running by an earlier life of this hostd, which we cannot re-attach to.
+      // Reported running by an earlier life of this hostd, and nothing on
+      // disk to re-attach to (Recover() adopted every attempt with a shim).
       Enqueue({{"job", job},
                {"attempt", attempt},
                {"kind", "lost"},
-               {"error", "hostd restarted while the attempt ran; its outcome is unknown"}});
+               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
       continue;
     }
     // Assigned to us but never delivered (scheduler died after commit, lost request).
@@ -152,7 +199,7 @@ void Agent::Reconcile(pqxx::connection& conn) {
       Enqueue({{"job", job},
                {"attempt", attempt},
                {"kind", "lost"},
-               {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
+               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
     } else if (res == Supervisor::StartResult::kStarted) {
       spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job, attempt);
     }
@@ -165,18 +212,68 @@ void Agent::Reconcile(pqxx::connection& conn) {
   }
 }
 
+void Agent::Watchdog(const std::atomic<bool>& stop) {
+  bool fenced = false;
+  std::string reason;
+  const int64_t started = BootTimeNs();
+  while (!stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto ttl = std::chrono::milliseconds(ttl_ms_.load());
+    auto silent = std::chrono::nanoseconds(BootTimeNs() - last_contact_.load());
+    bool overdue = silent > SelfFenceAfter(ttl);
+    // A hostd restarted after the lease ran out tries the database once
+    // before fencing what it re-attached to: if it gets through, the
+    // reconcile kills exactly the attempts that were superseded meanwhile.
+    // (Bounded: a first try that hangs does not delay the fence past one more lease.)
+    if (overdue && !first_try_done_ &&
+        std::chrono::nanoseconds(BootTimeNs() - started) < SelfFenceAfter(ttl)) {
+      continue;
+    }
+    if (overdue && !fenced) {
+      fenced = true;
+      reregister_ = true;  // schedulers may have declared us lost: come back as a new generation
+      reason =
+          fmt::format("hostd self-fenced: no successful heartbeat for {:.1f} s (host TTL {:.1f} s)",
+                      std::chrono::duration<double>(silent).count(), ttl.count() / 1000.0);
+      size_t n = supervisor_->Fence(reason);
+      metrics_.Add("pgfleet_host_self_fences_total", 1);
+      spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
+                    config_.id, reason, n);
+    } else if (overdue) {
+      supervisor_->Fence(reason);  // anything that started meanwhile (no log: same state)
+    } else if (fenced) {
+      fenced = false;
+      supervisor_->Unfence();
+      spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", config_.id);
+    }
+  }
+}
+
 void Agent::Run(const std::atomic<bool>& stop) {
+  // The lease continues from the previous hostd's last heartbeat: restarting
+  // never extends it. A first start begins it now.
+  if (auto lease = ReadLease(config_.data_dir)) {
+    last_contact_ = *lease;
+  } else {
+    NoteContact(BootTimeNs());
+  }
+  SetTtl(ttl_ms_.load());
+  std::thread watchdog;
+  if (config_.self_fence) watchdog = std::thread([this, &stop] { Watchdog(stop); });
   while (!stop) {
     pqxx::connection* conn = conn_.Get();
     if (!conn) {
+      first_try_done_ = true;
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
     try {
       bool force_reconcile = conn_.TakeReconnected();
+      if (reregister_.exchange(false)) registered_ = false;
       if (!registered_) {
         Register(*conn);
+        first_try_done_ = true;
         force_reconcile = true;
         last_heartbeat_ = Clock::now();
       }
@@ -195,15 +292,24 @@ void Agent::Run(const std::atomic<bool>& stop) {
         Reconcile(*conn);
         last_reconcile_ = Clock::now();
       }
+      if (!last_error_.empty()) {
+        spdlog::info("host={} database steps succeed again", config_.id);
+        last_error_.clear();
+      }
       std::unique_lock<std::mutex> lock(mu_);
       auto next = std::min(last_heartbeat_ + config_.heartbeat_interval,
                            last_reconcile_ + config_.reconcile_interval);
       cv_.wait_until(lock, next, [&] { return wake_ || stop; });
       wake_ = false;
     } catch (const pqxx::broken_connection& e) {
+      first_try_done_ = true;
       conn_.MarkBroken(e.what());
     } catch (const std::exception& e) {
-      spdlog::error("host={} database step failed, retrying: {}", config_.id, e.what());
+      first_try_done_ = true;
+      if (last_error_ != e.what()) {  // once per distinct failure, not per retry
+        spdlog::error("host={} database step failed, retrying: {}", config_.id, e.what());
+        last_error_ = e.what();
+      }
       metrics_.Add("pgfleet_host_db_errors_total", 1);
       if (!conn->is_open()) conn_.MarkBroken(e.what());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -217,6 +323,7 @@ void Agent::Run(const std::atomic<bool>& stop) {
       spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
     }
   }
+  if (watchdog.joinable()) watchdog.join();
 }
 
 }  // namespace pgfleet::hostd

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -12,6 +13,9 @@ namespace pgfleet::hostd {
 namespace {
 
 using nlohmann::json;
+
+// Starts of one dispatched batch run this many at a time.
+constexpr size_t kParallelStarts = 4;
 
 struct StartItem {
   int64_t job = 0;
@@ -132,26 +136,36 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
       net::ErrorResponse(res, 400, e.what());
       return;
     }
-    json results = json::array();
-    for (const auto& item : items) {
-      std::string err;
-      auto r = supervisor.Start(item.job, item.attempt, item.spec, &err);
-      const char* status = r == Supervisor::StartResult::kStarted   ? "started"
-                           : r == Supervisor::StartResult::kAlready ? "already"
-                           : r == Supervisor::StartResult::kFailed  ? "failed"
-                                                                    : "previous_life";
-      if (r == Supervisor::StartResult::kPreviousLife) {
-        agent.Enqueue(
-            {{"job", item.job},
-             {"attempt", item.attempt},
-             {"kind", "lost"},
-             {"error", "hostd restarted after starting the attempt; its outcome is unknown"}});
+    // Each start waits for its shim's answer (a few ms, mostly the kernel
+    // setting up the job), so a batch is started a few at a time.
+    std::vector<json> results(items.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next++) < items.size();) {
+        const auto& item = items[i];
+        std::string err;
+        auto r = supervisor.Start(item.job, item.attempt, item.spec, &err);
+        const char* status = r == Supervisor::StartResult::kStarted   ? "started"
+                             : r == Supervisor::StartResult::kAlready ? "already"
+                             : r == Supervisor::StartResult::kFailed  ? "failed"
+                                                                      : "previous_life";
+        if (r == Supervisor::StartResult::kPreviousLife) {
+          agent.Enqueue(
+              {{"job", item.job},
+               {"attempt", item.attempt},
+               {"kind", "lost"},
+               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
+        }
+        results[i] = {
+            {"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}};
       }
-      results.push_back(
-          {{"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}});
-    }
+    };
+    std::vector<std::thread> helpers;
+    for (size_t w = 1; w < std::min(items.size(), kParallelStarts); ++w) helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers) t.join();
     metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
-    res.set_content(json{{"results", results}}.dump(), "application/json");
+    res.set_content(json{{"results", json(results)}}.dump(), "application/json");
   });
 
   server.Get("/v1/jobs", [&](const httplib::Request&, httplib::Response& res) {

@@ -2,6 +2,7 @@
 // schedulers assign to it.
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +18,10 @@
 #include "core/util/log.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
+#include "hostd/drivers/container.h"
 #include "hostd/drivers/driver.h"
+#include "hostd/shim.h"
+#include "hostd/shim_launcher.h"
 #include "hostd/supervisor.h"
 
 namespace po = boost::program_options;
@@ -43,8 +47,23 @@ int Usage(const std::string& msg) {
       << "pgfleet-hostd: " << msg
       << "\nusage: pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise "
          "URL]"
-         " [--driver container|process] [--cpu N] [--memory N] [--label k=v]... [--data-dir DIR]\n";
+         " [--driver container|process] [--cpu N] [--memory N] [--label k=v]... [--data-dir DIR]"
+         " [--host-ttl S] [--self-fence=true|false] [--self-fence-shims]\n";
   return 2;
+}
+
+// hostd holds a descriptor per live job (it waits on each attempt
+// directory's lock): make room for many jobs. Returns the soft limit it had,
+// which shims and jobs get back (see SupervisorOptions::job_nofile).
+uint64_t RaiseFileLimit() {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  uint64_t original = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return original;
 }
 
 bool MakeDirs(const std::string& path) {
@@ -62,10 +81,19 @@ bool MakeDirs(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description opts("pgfleet-hostd options");
+  // `pgfleet-hostd shim DIR`: the per-job supervisor hostd spawns (hostd/shim.h).
+  if (argc >= 2 && std::string(argv[1]) == "shim") pgfleet::hostd::RunShimCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "shim-launcher")
+    pgfleet::hostd::RunShimLauncher(argc, argv);
+
+  po::options_description opts(
+      "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
+      "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)");
   std::string db, id, listen, advertise, driver_name, token_file, data_dir, log_level;
   int cpu = 0, memory = 0;
   double heartbeat = 2.0, reconcile = 5.0;
+  double host_ttl = pgfleet::hostd::kDefaultHostTtlMs / 1000.0;
+  bool self_fence = true, shim_fence = false;
   std::vector<std::string> labels;
   opts.add_options()("help,h", "show this help")(
       "db", po::value(&db), "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
@@ -82,6 +110,17 @@ int main(int argc, char** argv) {
       "heartbeat-interval", po::value(&heartbeat)->default_value(2.0),
       "seconds between heartbeats")("reconcile-interval", po::value(&reconcile)->default_value(5.0),
                                     "seconds between reconciles with the database")(
+      "host-ttl", po::value(&host_ttl)->default_value(host_ttl),
+      "seconds without a heartbeat after which schedulers declare this host lost; must match "
+      "the database's settings.host_ttl_seconds (the shorter of the two is used)")(
+      "self-fence", po::value(&self_fence)->default_value(true)->implicit_value(true),
+      "SIGKILL every job when no heartbeat has succeeded for host-ttl (less a 0.5 s margin), "
+      "so a cut-off host never runs a job next to its replacement; --self-fence=false keeps "
+      "jobs running through database outages instead")(
+      "self-fence-shims", po::value(&shim_fence)->default_value(false)->implicit_value(true),
+      "also have each job's shim SIGKILL its job at the same deadline, so the guarantee holds "
+      "while hostd itself is down or hung (default: a dead hostd leaves its jobs running until it "
+      "is back; its reconcile then kills the superseded ones)")(
       "data-dir", po::value(&data_dir),
       "directory for job logs and state (default ./pgfleet-data/<id>)")(
       "token-file", po::value(&token_file), "file holding the cluster token (required)")(
@@ -107,6 +146,10 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--memory must be > 0 (got " + std::to_string(memory) + ")");
     if (heartbeat <= 0) throw std::invalid_argument("--heartbeat-interval must be > 0");
     if (reconcile <= 0) throw std::invalid_argument("--reconcile-interval must be > 0");
+    if (host_ttl <= heartbeat) {
+      throw std::invalid_argument(fmt::format(
+          "--host-ttl must be > --heartbeat-interval (got {:g} <= {:g})", host_ttl, heartbeat));
+    }
     for (const auto& l : labels) label_map.insert(pgfleet::spec::ParseKeyValue("--label", l));
   } catch (const std::exception& e) {
     return Usage(e.what());
@@ -133,13 +176,17 @@ int main(int argc, char** argv) {
 
   std::string driver_note;
   if (driver_name == "auto") driver_name = pgfleet::hostd::DefaultDriverName(&driver_note);
-  std::unique_ptr<pgfleet::hostd::Driver> driver;
-  try {
-    driver = pgfleet::hostd::MakeDriver(driver_name, {data_dir, id});
-  } catch (const std::exception& e) {
-    return Usage(e.what());
+  // Each shim makes its own driver; hostd only checks this one can run here
+  // (constructing one would, on destruction, tidy cgroups the shims share).
+  if (driver_name == "container") {
+    std::string why;
+    if (!pgfleet::hostd::ContainerDriverAvailable(&why))
+      return Usage("--driver container cannot run here: " + why);
+  } else if (driver_name != "process") {
+    return Usage("--driver must be container or process (got \"" + driver_name + "\")");
   }
   if (driver_note.empty()) driver_note = "chosen with --driver " + driver_name;
+  uint64_t job_nofile = RaiseFileLimit();
   spdlog::info("host={} driver={}: {}", id, driver_name, driver_note);
 
   std::signal(SIGTERM, OnSignal);
@@ -179,10 +226,32 @@ int main(int argc, char** argv) {
   config.driver_note = driver_note;
   config.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat * 1000));
   config.reconcile_interval = std::chrono::milliseconds(static_cast<int64_t>(reconcile * 1000));
+  config.self_fence = self_fence;
+  config.shim_fence = shim_fence;
+  config.data_dir = data_dir;
+  config.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(host_ttl * 1000));
   pgfleet::hostd::Agent agent(config, metrics);
+  pgfleet::hostd::SupervisorOptions sup_opts;
+  sup_opts.data_dir = data_dir;
+  sup_opts.host_id = id;
+  sup_opts.driver = driver_name;
+  sup_opts.shim_binary = "/proc/self/exe";
+  sup_opts.job_nofile = job_nofile;
   pgfleet::hostd::Supervisor supervisor(
-      *driver, data_dir, id, [&agent](nlohmann::json r) { agent.Enqueue(std::move(r)); });
+      sup_opts, [&agent](nlohmann::json r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);
+  supervisor.SetFenceAfter(self_fence && shim_fence
+                               ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)
+                               : std::chrono::milliseconds(0));
+  // Before the API and the reconcile: what a previous hostd left running is ours again.
+  auto recovered = supervisor.Recover();
+  spdlog::info("host={} re-attached to {} running job(s); {} ended while hostd was away, {} lost",
+               id, recovered.adopted, recovered.finished, recovered.lost);
+  if (!self_fence)
+    spdlog::warn(
+        "host={} self-fence is off: jobs keep running when the database is "
+        "unreachable, even after schedulers may have replaced them",
+        id);
   pgfleet::net::AddHealthAndMetrics(server, metrics, id);
   pgfleet::hostd::InstallApi(server, supervisor, agent, token, metrics);
   std::thread http([&server] { server.listen_after_bind(); });
@@ -192,6 +261,18 @@ int main(int argc, char** argv) {
   agent.Run(g_stop);
   server.stop();
   http.join();
-  spdlog::info("host={} stopped; its jobs keep running", id);
-  return 0;
+  if (driver_name == "container") {
+    // What a driver's destructor does: drop the per-host cgroup if no job is
+    // left in it (shims never do; they share it).
+    try {
+      pgfleet::hostd::MakeDriver(driver_name, {data_dir, id}).reset();
+    } catch (const std::exception&) {
+    }
+  }
+  spdlog::info("host={} stopped; its jobs keep running under their shims", id);
+  spdlog::shutdown();
+  // Watcher threads block on shims that outlive us: leave without running the
+  // destructors they use.
+  std::fflush(nullptr);
+  _exit(0);
 }

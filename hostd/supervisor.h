@@ -1,12 +1,19 @@
 #pragma once
-// hostd's supervisor: starts each (job, attempt) at most once through the
-// driver, waits for it, applies the stop policy (SIGTERM, grace, SIGKILL), and
+// hostd's supervisor: starts each (job, attempt) at most once, each under its
+// own shim process (hostd/shim.h) that runs the job through the driver; waits
+// for the outcome, applies the stop policy (SIGTERM, grace, SIGKILL), and
 // hands every state change to a report sink. Driver-agnostic.
 //
 // At most once: an attempt's directory <data_dir>/jobs/<job>-<attempt> is
 // created with mkdir before the start, so neither a second dispatch nor a
 // restarted hostd can start the same attempt again.
+//
+// Jobs outlive hostd: shims run in their own sessions and keep running (and
+// recording) when hostd exits or is killed. Recover() re-attaches a new hostd
+// to what the previous one left (attempt_dir.h has the files and protocol,
+// docs/failures-hostd.md the operator's view).
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "hostd/attempt_dir.h"
 #include "hostd/drivers/driver.h"
+#include "hostd/shim_launcher.h"
 
 namespace pgfleet::hostd {
 
@@ -29,33 +38,69 @@ struct JobInfo {
   int64_t job_id = 0;
   int attempt = 0;
   pid_t pid = 0;
-  std::string state;  // starting, running, stopping, exited, start_failed
+  std::string state;  // starting, running, stopping, exited, start_failed, lost
   std::string log_path;
   std::chrono::steady_clock::time_point started;
   std::optional<ExitStatus> exit;
   nlohmann::json ToJson() const;
 };
 
+struct SupervisorOptions {
+  std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
+  std::string host_id;
+  std::string driver = "process";  // what each shim runs the job with ("process", "container")
+  // The pgfleet-hostd executable, started once as the shim launcher
+  // (shim_launcher.h); hostd passes /proc/self/exe (itself, also after its
+  // file was replaced by an upgrade).
+  std::string shim_binary = "/proc/self/exe";
+  // RLIMIT_NOFILE soft limit for shims and their jobs (hostd raises its own);
+  // 0 = inherit hostd's.
+  uint64_t job_nofile = 0;
+  // How long Start() waits for the shim's "started" or "failed".
+  std::chrono::milliseconds start_timeout{20000};
+};
+
 class Supervisor {
  public:
   enum class StartResult {
     kStarted,       // started now
-    kAlready,       // this hostd already started (or finished) this attempt
+    kAlready,       // this hostd already started (or finished, or adopted) this attempt
     kFailed,        // the driver could not start it (start_failed reported)
-    kPreviousLife,  // started by an earlier hostd process on this data dir; not restarted
+    kPreviousLife,  // its directory exists but holds nothing to re-attach to; not restarted
   };
   using Sink = std::function<void(nlohmann::json report)>;
 
-  Supervisor(Driver& driver, std::string data_dir, std::string host_id, Sink sink);
+  Supervisor(SupervisorOptions options, Sink sink);
   ~Supervisor();
+
+  struct RecoverSummary {
+    int adopted = 0;   // shim alive: watched again, "running" re-reported
+    int finished = 0;  // ended while hostd was away: the recorded outcome is reported
+    int lost = 0;      // shim gone without an outcome: job killed if left, reported lost
+  };
+  // Re-attaches to the attempts a previous hostd left in the data dir; call
+  // once, before Start(). Attempts whose outcome was already delivered
+  // (MarkReported) are skipped.
+  RecoverSummary Recover();
 
   StartResult Start(int64_t job_id, int attempt, const spec::JobSpec& spec, std::string* error);
   // Stops the attempt (0 = the job's latest attempt here): SIGTERM, the job's
   // grace period, then SIGKILL. Returns immediately. An attempt not started yet
   // is marked so it never starts, and reported start_failed. False if nothing known.
   bool Stop(int64_t job_id, int attempt);
-  // Fencing: the attempt was superseded; SIGKILL it now.
+  // Fencing: the attempt was superseded; SIGKILL the whole job now.
   void Kill(int64_t job_id, int attempt);
+  // Self-fence: SIGKILLs every live attempt now (their exit reports carry
+  // `reason` as the error) and refuses new starts until Unfence(). Returns
+  // how many attempts were told to die by this call.
+  size_t Fence(const std::string& reason);
+  void Unfence();
+  // What new shims are told: SIGKILL the job once the host's lease is this
+  // old (lease.h); 0 = never. Jobs already running keep the value they got.
+  void SetFenceAfter(std::chrono::milliseconds after) { fence_after_ms_ = after.count(); }
+  // The attempt's outcome reached the database (accepted or not): a
+  // restarted hostd need not report it again.
+  void MarkReported(int64_t job_id, int attempt);
 
   bool Known(int64_t job_id, int attempt) const;
   bool Live(int64_t job_id, int attempt) const;
@@ -63,7 +108,7 @@ class Supervisor {
   std::optional<JobInfo> Latest(int64_t job_id) const;
   // Log file of the attempt (0 = latest found on disk); empty if none.
   std::string LogPath(int64_t job_id, int attempt) const;
-  // Live attempts started before t (for the reconcile's superseded check).
+  // Live attempts started (or adopted) before t (for the reconcile's superseded check).
   std::vector<std::pair<int64_t, int>> LiveStartedBefore(
       std::chrono::steady_clock::time_point t) const;
   size_t LiveCount() const;
@@ -72,18 +117,26 @@ class Supervisor {
   struct Record;
   using Key = std::pair<int64_t, int>;
   std::string AttemptDir(int64_t job_id, int attempt) const;
-  void WaitFor(std::shared_ptr<Record> rec);
+  // Has the launcher fork the attempt's shim and waits for its answer:
+  // true with *shim and *pid (the job), or false with *error.
+  bool SpawnShim(const Record& rec, attempt::ProcessId* shim, pid_t* pid, std::string* error);
+  void Watch(std::shared_ptr<Record> rec);
+  void Finish(const std::shared_ptr<Record>& rec);
+  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);  // mu_ held
+  bool SignalShim(const Record& rec, int shim_signal) const;
   void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);
   void Prune();
 
-  Driver& driver_;
-  std::string data_dir_;
-  std::string host_id_;
+  const SupervisorOptions options_;
   Sink sink_;
+  ShimLauncher launcher_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, std::shared_ptr<Record>> records_;
-  int threads_ = 0;  // waiter and stopper threads still running
+  bool fenced_ = false;
+  std::atomic<int64_t> fence_after_ms_{0};
+  std::string fence_reason_;
+  int threads_ = 0;  // stopper threads still running
 };
 
 }  // namespace pgfleet::hostd

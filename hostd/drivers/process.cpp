@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -61,8 +62,6 @@ class ProcessDriver : public Driver {
   std::string name() const override { return "process"; }
 
   std::unique_ptr<Execution> Start(const RunRequest& req) override {
-    // Everything the child needs is prepared before fork: after fork in a
-    // threaded process only async-signal-safe calls are allowed.
     std::vector<std::string> env_store;
     bool has_path = false;
     for (const auto& [k, v] : req.spec.env) {
@@ -81,60 +80,45 @@ class ProcessDriver : public Driver {
     argv.push_back(nullptr);
 
     int log_fd = open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd >= 0 && log_fd < 3) {  // keep it clear of the stdio slots it is dup'ed onto
+      int moved = fcntl(log_fd, F_DUPFD_CLOEXEC, 3);
+      close(log_fd);
+      log_fd = moved;
+    }
     if (log_fd < 0)
       throw DriverError("cannot open log " + req.log_path + ": " + std::strerror(errno));
-    int err_pipe[2];
-    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-      close(log_fd);
-      throw DriverError(std::string("pipe: ") + std::strerror(errno));
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-      int e = errno;
-      close(log_fd);
-      close(err_pipe[0]);
-      close(err_pipe[1]);
-      throw DriverError(std::string("fork: ") + std::strerror(e));
-    }
-    if (pid == 0) {
-      setpgid(0, 0);
-      sigset_t all;
-      sigemptyset(&all);
-      sigprocmask(SIG_SETMASK, &all, nullptr);
-      for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      if (chdir(req.job_dir.c_str()) != 0) {
-        int e = errno;
-        (void)!write(err_pipe[1], &e, sizeof(e));
-        _exit(127);
-      }
-      // Close every inherited descriptor except stdio and the error pipe.
-      for (int fd = 3; fd < 65536; ++fd) {
-        if (fd != err_pipe[1]) {
-          if (close(fd) != 0 && errno == EBADF && fd > 1024) break;
-        }
-      }
-      execvpe(argv[0], argv.data(), envp.data());
-      int e = errno;
-      (void)!write(err_pipe[1], &e, sizeof(e));
-      _exit(127);
-    }
-    setpgid(pid, pid);  // also from the parent, so Signal() works before the child runs
+
+    // posix_spawn, not fork: the child shares our memory until exec (a vfork
+    // in glibc), so a start costs no page-table copy however big the caller
+    // is, and an exec or chdir failure comes back as the return value. The
+    // job gets its own process group (Signal reaches all of it), a clean
+    // signal mask and default dispositions, /dev/null on stdin, the log on
+    // stdout and stderr, its attempt directory as working directory, and no
+    // other descriptor of ours. Like execvpe, the PATH search uses our PATH.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+    posix_spawn_file_actions_addchdir_np(&actions, req.job_dir.c_str());
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
     close(log_fd);
-    close(err_pipe[1]);
-    int child_errno = 0;
-    ssize_t n;
-    do {
-      n = read(err_pipe[0], &child_errno, sizeof(child_errno));
-    } while (n < 0 && errno == EINTR);
-    close(err_pipe[0]);
-    if (n == static_cast<ssize_t>(sizeof(child_errno))) {
-      int status;
-      waitpid(pid, &status, 0);
-      throw DriverError("exec \"" + req.spec.command[0] + "\": " + std::strerror(child_errno));
+    if (rc != 0) {
+      throw DriverError("exec \"" + req.spec.command[0] + "\": " + std::strerror(rc));
     }
     return std::make_unique<ProcessExecution>(pid);
   }

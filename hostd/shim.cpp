@@ -1,0 +1,258 @@
+#include "hostd/shim.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/util/log.h"
+#include "hostd/attempt_dir.h"
+#include "hostd/drivers/driver.h"
+#include "hostd/lease.h"
+
+namespace pgfleet::hostd {
+namespace {
+
+using nlohmann::json;
+
+int g_start_pipe = -1;  // closed once hostd has been told how the start went
+std::mutex g_fence_mu;
+std::string g_fence_reason;  // set when this shim fenced the job itself
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (fd >= 0 && done < s.size()) {
+    ssize_t n = write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // hostd is gone: a restarted one reads state.jsonl instead
+    done += static_cast<size_t>(n);
+  }
+}
+
+void TellHostd(const std::string& message) {
+  WriteAll(g_start_pipe, message);
+  if (g_start_pipe >= 0) close(g_start_pipe);
+  g_start_pipe = -1;
+}
+
+// The job could not be started: record it (first, so a hostd that restarts
+// in between still finds the reason), tell hostd, and end.
+[[noreturn]] void FailStart(const std::string& dir, const std::string& ids,
+                            const std::string& message) {
+  attempt::Outcome o;
+  o.kind = "start_failed";
+  o.status.error = message;
+  std::string err;
+  if (!attempt::AppendRecord(dir, attempt::ToJson(o), &err)) spdlog::error("{} {}", ids, err);
+  spdlog::warn("{} start failed: {}", ids, message);
+  TellHostd("fail " + message);
+  _exit(0);
+}
+
+// Reads the whole request from fd (a memfd from hostd, or stdin).
+std::string ReadAll(int fd) {
+  std::string out;
+  lseek(fd, 0, SEEK_SET);  // fails harmlessly on a pipe
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Puts /dev/null on stdin and the host's shim log on stdout and stderr,
+// whatever descriptors hostd left there.
+void RedirectStdio(const std::string& data_dir) {
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int log_fd = open((data_dir + "/" + attempt::kShimLogFile).c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) log_fd = null_fd;
+  if (null_fd >= 0) dup2(null_fd, 0);
+  if (log_fd >= 0) {
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+  }
+  if (null_fd > 2) close(null_fd);
+  if (log_fd > 2 && log_fd != null_fd) close(log_fd);
+}
+
+}  // namespace
+
+void RunShimCommand(int argc, char** argv) {
+  if (argc != 3 || argv[2][0] != '/') {
+    std::fprintf(stderr,
+                 "usage: pgfleet-hostd shim /ABSOLUTE/ATTEMPT/DIR < REQUEST.json\n"
+                 "(internal: hostd runs one per job; see hostd/attempt_dir.h)\n");
+    _exit(2);
+  }
+  dup2(0, attempt::kRequestFd);
+  close(attempt::kStartPipeFd);  // nobody to tell
+  close(attempt::kLockFd);       // RunShim locks the directory itself
+  util::SetupLogging("shim", "info");
+  RunShim(argv[2], nullptr);
+}
+
+void RunShim(const std::string& dir, Driver* prepared) {
+  // Stop requests wait (blocked, not lost) until the job exists, then are
+  // forwarded by the loop at the end. The job gets a clean mask and default
+  // dispositions from the driver.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, attempt::kStopSignal);
+  sigaddset(&stop_signals, attempt::kKillSignal);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  for (int s : {SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) signal(s, SIG_IGN);
+  setsid();  // hostd spawns us as a session leader already; this covers a manual start
+
+  // Keep the start pipe and the lock, drop every other descriptor of hostd's
+  // or the launcher's (hostd's listening socket above all: a restarted hostd
+  // must be able to bind).
+  if (fcntl(attempt::kStartPipeFd, F_SETFD, FD_CLOEXEC) == 0) g_start_pipe = attempt::kStartPipeFd;
+  bool inherited_lock = fcntl(attempt::kLockFd, F_SETFD, FD_CLOEXEC) == 0;
+  std::string request_text = ReadAll(attempt::kRequestFd);
+  close_range(attempt::kLockFd + 1, UINT_MAX, 0);
+  // Hold no directory busy (the job gets its own working directory from the driver).
+  if (chdir("/") != 0)
+    std::fprintf(stderr, "pgfleet-hostd shim: chdir /: %s\n", std::strerror(errno));
+  const std::string where = dir.substr(dir.rfind('/') + 1);
+  std::string ids = "attempt-dir=" + where;
+
+  // Our life is the lock's life. hostd locked the directory for us (same open
+  // file description, so this succeeds); without it, lock it here or give up.
+  int lock_fd = inherited_lock ? attempt::kLockFd : attempt::OpenLock(dir);
+  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    // Another shim owns this attempt (or the dir is unusable): change nothing.
+    std::string why = std::strerror(errno);
+    std::fprintf(stderr, "pgfleet-hostd shim: %s: cannot lock the attempt directory: %s\n",
+                 dir.c_str(), why.c_str());
+    TellHostd("fail cannot lock the attempt directory: " + why);
+    _exit(1);
+  }
+
+  attempt::ShimRequest req;
+  std::string request_error;
+  try {
+    json j = json::parse(request_text);
+    req = attempt::ShimRequestFromJson(j);
+  } catch (const std::exception& e) {
+    request_error = std::string("invalid shim request: ") + e.what();
+  }
+  RedirectStdio(request_error.empty() ? req.data_dir : dir);  // the log goes to stderr
+  if (!request_error.empty()) FailStart(dir, ids, request_error);
+  ids = "job=" + std::to_string(req.job_id) + " attempt=" + std::to_string(req.attempt);
+
+  // The driver lives as long as the process and is never destroyed: its
+  // destructor tidies state shared by every job of the host (the per-host
+  // cgroup), which is hostd's business, not one job's.
+  Driver* driver = prepared && prepared->name() == req.driver ? prepared : nullptr;
+  std::unique_ptr<Execution> exec;
+  try {
+    if (!driver) driver = MakeDriver(req.driver, {req.data_dir, req.host_id}).release();
+    RunRequest run;
+    run.job_id = req.job_id;
+    run.attempt = req.attempt;
+    run.spec = req.spec;
+    run.job_dir = dir;
+    run.log_path = dir + "/" + attempt::kOutputFile;
+    run.host_id = req.host_id;
+    exec = driver->Start(run);
+  } catch (const std::exception& e) {
+    FailStart(dir, ids, e.what());
+  }
+
+  const pid_t pid = exec->pid();
+  attempt::JobRecord record;
+  record.job = {pid, attempt::ProcStartTime(pid)};  // our unreaped child: the pid is stable
+  record.shim = {getpid(), attempt::ProcStartTime(getpid())};
+  record.stop_grace_seconds = req.spec.stop_grace_seconds;
+  std::string err;
+  if (!attempt::AppendRecord(dir, attempt::ToJson(record), &err)) {
+    spdlog::error("{} {}", ids, err);  // hostd learns the pid from the pipe; a restart would not
+  }
+  spdlog::debug("{} started pid={} driver={} shim={}", ids, pid, driver->name(), getpid());
+  TellHostd("ok " + std::to_string(pid));
+
+  Execution* running = exec.release();
+  std::thread([running, dir, ids, lock_fd] {
+    ExitStatus st = running->Wait();
+    attempt::Outcome o;
+    o.kind = "exited";
+    o.status = st;
+    {
+      std::lock_guard<std::mutex> lock(g_fence_mu);
+      if (!g_fence_reason.empty() && o.status.error.empty()) o.status.error = g_fence_reason;
+    }
+    std::string werr;
+    if (!attempt::AppendRecord(dir, attempt::ToJson(o), &werr)) {
+      spdlog::error("{} cannot record the exit: {}", ids, werr);
+    }
+    spdlog::debug("{} exited code={} signal={} oom={}", ids, st.exit_code, st.signal,
+                  st.oom_killed);
+    // Outcome recorded, job reaped: hostd may act now rather than after this
+    // process has been torn down.
+    close(lock_fd);
+    _exit(0);
+  }).detach();
+
+  // Forward stop requests; meanwhile watch the host's lease (lease.h), so
+  // the job is fenced even when hostd is down, hung or restarting.
+  const auto fence_after = std::chrono::milliseconds(req.fence_after_ms);
+  bool fenced = false;
+  while (true) {
+    auto wait = std::chrono::milliseconds(1000);
+    if (fence_after.count() > 0 && !fenced) {
+      if (auto lease = ReadLease(req.data_dir)) {
+        auto silent = std::chrono::nanoseconds(BootTimeNs() - *lease);
+        if (silent >= fence_after) {
+          fenced = true;
+          std::string reason = fmt::format(
+              "shim self-fenced: no successful heartbeat of the host for {:.1f} s (hostd down or "
+              "cut off from the database)",
+              std::chrono::duration<double>(silent).count());
+          {
+            std::lock_guard<std::mutex> lock(g_fence_mu);
+            g_fence_reason = reason;
+          }
+          spdlog::warn("{} {}: SIGKILL to the whole job", ids, reason);
+          running->Signal(SIGKILL);
+        } else {
+          wait = std::min(
+              wait, std::chrono::duration_cast<std::chrono::milliseconds>(fence_after - silent) +
+                        std::chrono::milliseconds(1));
+        }
+      }
+    }
+    timespec timeout{static_cast<time_t>(wait.count() / 1000),
+                     static_cast<long>(wait.count() % 1000) * 1000000};
+    siginfo_t info;
+    // Without a lease to watch, sleep until a signal comes (no periodic wake-ups).
+    int sig = fence_after.count() > 0 && !fenced ? sigtimedwait(&stop_signals, &info, &timeout)
+                                                 : sigwaitinfo(&stop_signals, &info);
+    if (sig < 0) continue;  // timeout or EINTR
+    if (sig == attempt::kStopSignal) {
+      spdlog::info("{} stop requested: SIGTERM to the job", ids);
+      running->Signal(SIGTERM);
+    } else if (sig == attempt::kKillSignal) {
+      spdlog::info("{} kill requested: SIGKILL to the whole job", ids);
+      running->Signal(SIGKILL);
+    }
+  }
+}
+
+}  // namespace pgfleet::hostd

@@ -1,0 +1,335 @@
+// hostd's side of fencing and database outages, with real processes:
+//   - a host declared lost that comes back re-registers as a new generation
+//     and kills its superseded attempt (the whole process group); its stale
+//     reports change nothing;
+//   - a host cut off from the database for longer than --host-ttl stops its
+//     jobs by itself, and re-registers and reports once the database is back;
+//   - a PostgreSQL restart mid-run: jobs keep running, their reports wait in
+//     hostd and all arrive after the reconnect.
+// The outage tests stop and start a PostgreSQL of their own (PrivatePostgres),
+// never the shared one, so they can run beside other tests.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/util/text.h"
+#include "hostd/attempt_dir.h"
+#include "test_support.h"
+
+namespace pgfleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A job with a child in its process group: both must die when it is killed.
+const char* kJobWithChild = "sleep 600 & echo $! > child.pid; wait";
+
+// The same process as when first seen, and not a zombie (killed jobs whose
+// parent died are reparented to this test, a subreaper, and wait to be reaped).
+bool Alive(pid_t pid, int64_t start_time) {
+  if (start_time <= 0 || hostd::attempt::ProcStartTime(pid) != start_time) return false;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+// Shims outlive the hostd that started them; as a child subreaper the test
+// inherits (and reaps) them instead of leaving zombies to an init that may not.
+void ReapOrphans(std::chrono::milliseconds patience) {
+  auto deadline = Clock::now() + patience;
+  while (true) {
+    pid_t r = waitpid(-1, nullptr, WNOHANG);
+    if (r < 0) return;
+    if (r == 0) {
+      if (Clock::now() > deadline) return;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+}
+
+// The running job's main process and the child it started, as seen now.
+struct JobProcs {
+  pid_t pid = 0, child = 0;
+  int64_t pid_start = -1, child_start = -1;
+  bool AnyAlive() const { return Alive(pid, pid_start) || Alive(child, child_start); }
+};
+
+class HostdFencingBase : public ::testing::Test {
+ protected:
+  void SetUp() override { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+  void TearDown() override {
+    if (HasFailure() && cluster_) std::cerr << cluster_->Logs();
+    cluster_.reset();
+    db_.reset();
+    pg_.reset();
+    ReapOrphans(3s);
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+  }
+  std::string Job(const std::string& id, const std::string& column) {
+    return db_->Scalar("select " + column + " from pgfleet.jobs where id = " + id);
+  }
+  long long Generation(const std::string& host) {
+    return db_->Count("select generation from pgfleet.hosts where id = '" + host + "'");
+  }
+  // Waits for the job to run and for the child its shell wrote down.
+  JobProcs Running(const std::string& id, const std::string& host, int attempt) {
+    JobProcs p;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return Job(id, "state") == "running" && Job(id, "attempt") == std::to_string(attempt);
+        },
+        30s))
+        << Job(id, "state") << "\n"
+        << cluster_->Logs();
+    p.pid = std::stoi(Job(id, "pid"));
+    p.pid_start = hostd::attempt::ProcStartTime(p.pid);
+    std::string file =
+        cluster_->dir() + "/" + host + "/jobs/" + id + "-" + std::to_string(attempt) + "/child.pid";
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          std::ifstream f(file);
+          return static_cast<bool>(f >> p.child);
+        },
+        10s))
+        << file;
+    p.child_start = hostd::attempt::ProcStartTime(p.child);
+    EXPECT_TRUE(Alive(p.pid, p.pid_start));
+    EXPECT_TRUE(Alive(p.child, p.child_start));
+    return p;
+  }
+
+  std::unique_ptr<PrivatePostgres> pg_;
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+class HostdFencingTest : public HostdFencingBase {};
+
+TEST_F(HostdFencingTest, HostDeclaredLostComesBackAsANewGenerationAndKillsItsSupersededAttempt) {
+  db_ = std::make_unique<TestDatabase>();
+  cluster_ = std::make_unique<Cluster>(*db_);
+  cluster_->StartScheduler("s1");
+  Process& host = cluster_->StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  std::string id = db_->Scalar("select pgfleet.submit(array['sh', '-c', '" +
+                               std::string(kJobWithChild) + "'], max_attempts => 3)");
+  JobProcs first = Running(id, "h1", 1);
+  ASSERT_FALSE(HasFailure());
+  long long gen = Generation("h1");
+
+  // Freeze hostd (no heartbeats, no reports) and do what the scheduler's
+  // sweep does to a lost host: mark it lost, report its attempt lost, which
+  // requeues the job as a new attempt.
+  host.Signal(SIGSTOP);
+  db_->Scalar("update pgfleet.hosts set state = 'lost' where id = 'h1'");
+  EXPECT_EQ("t", db_->Scalar("select accepted from pgfleet.report_jobs('h1', " +
+                             std::to_string(gen) + ", '[{\"job\": " + id +
+                             ", \"attempt\": 1, \"kind\": \"lost\", \"error\": \"test\"}]')"));
+  EXPECT_EQ("pending", Job(id, "state"));
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(first.AnyAlive()) << "nothing kills the attempt while hostd is frozen";
+  host.Signal(SIGCONT);
+
+  // Back: the heartbeat says "lost", hostd registers again (generation + 1)
+  // and its reconcile kills attempt 1, the shell and its child alike.
+  ASSERT_TRUE(WaitFor([&] { return Generation("h1") == gen + 1; }, 15s)) << cluster_->Logs();
+  ASSERT_TRUE(WaitFor([&] { return !first.AnyAlive(); }, 10s))
+      << "superseded attempt still alive: pid " << first.pid << " "
+      << Alive(first.pid, first.pid_start) << ", child " << first.child << " "
+      << Alive(first.child, first.child_start) << "\n"
+      << cluster_->Logs();
+  EXPECT_EQ("up", db_->Scalar("select state from pgfleet.hosts where id = 'h1'"));
+
+  // The scheduler places attempt 2 (here, the host being up again); it runs
+  // with a new process, and attempt 1's exit report was rejected as stale.
+  JobProcs second = Running(id, "h1", 2);
+  EXPECT_NE(first.pid, second.pid);
+  ASSERT_TRUE(WaitFor(
+      [&] { return host.Log().find("attempt=1 report exited rejected") != std::string::npos; },
+      10s))
+      << host.Log();
+  std::this_thread::sleep_for(1s);  // any further stale report would have landed by now
+  EXPECT_EQ("running", Job(id, "state"));
+  EXPECT_EQ("2", Job(id, "attempt"));
+  EXPECT_EQ("", Job(id, "exit_code"));
+  EXPECT_EQ("0", Job(id, "failures"));
+  // Attempt 1's story ends with the lost the "scheduler" wrote: nothing from its exit.
+  EXPECT_EQ("assigned,running,lost",
+            db_->Scalar("select string_agg(kind, ',' order by id) from pgfleet.job_events where "
+                        "job_id = " +
+                        id + " and attempt = 1"));
+  EXPECT_EQ(1, db_->Count("select count(*) from pgfleet.job_events where kind = 'running' and "
+                          "job_id = " +
+                          id + " and attempt = 2"));
+  EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+TEST_F(HostdFencingTest, HostCutOffFromTheDatabaseStopsItsJobsAfterTheTtlAndReportsWhenBack) {
+  pg_ = std::make_unique<PrivatePostgres>();
+  db_ = std::make_unique<TestDatabase>(pg_->admin_dsn(), true);
+  cluster_ = std::make_unique<Cluster>(*db_);
+  // No scheduler: nothing else may act on the job; the assignment is written
+  // by hand and hostd's reconcile starts it.
+  Process& host = cluster_->StartHost("h1", 4000, 4000, {"--host-ttl", "2"});
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  std::string id = db_->Scalar("select pgfleet.submit(array['sh', '-c', '" +
+                               std::string(kJobWithChild) + "'], 'manual')");
+  db_->Scalar("select count(*) from pgfleet.assign_jobs('[{\"job\": " + id +
+              ", \"host\": \"h1\"}]')");
+  JobProcs procs = Running(id, "h1", 1);
+  ASSERT_FALSE(HasFailure());
+  long long gen = Generation("h1");
+
+  pg_->Stop();
+  auto cut = Clock::now();
+  EXPECT_TRUE(procs.AnyAlive());
+  // Fenced by hostd itself: SIGKILL to the whole job once no heartbeat has
+  // succeeded for the TTL less its margin (2 s - 0.5 s), not before.
+  ASSERT_TRUE(WaitFor([&] { return !procs.AnyAlive(); }, 6s)) << host.Log();
+  double after = std::chrono::duration<double>(Clock::now() - cut).count();
+  EXPECT_GT(after, 0.8);
+  EXPECT_LT(after, 3.0);
+  std::this_thread::sleep_for(1500ms);  // the database stays away past the TTL
+  pg_->Start();
+
+  // Back: a new generation, then the buffered exit report.
+  ASSERT_TRUE(WaitFor([&] { return Generation("h1") > gen; }, 20s)) << host.Log();
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "failed"; }, 15s))
+      << Job(id, "state") << "\n"
+      << host.Log();
+  EXPECT_EQ("9", Job(id, "signal"));
+  EXPECT_NE(std::string::npos, Job(id, "error").find("self-fenced")) << Job(id, "error");
+  EXPECT_EQ("up", db_->Scalar("select state from pgfleet.hosts where id = 'h1'"));
+  EXPECT_EQ(1, db_->Count("select count(*) from pgfleet.job_events where kind = 'running'"));
+  EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.allocation_drift"));
+  // Logged once per state change, not per retry.
+  EXPECT_TRUE(
+      WaitFor([&] { return host.Log().find("self-fence lifted") != std::string::npos; }, 5s));
+  std::string log = host.Log();
+  EXPECT_EQ(1u, Occurrences(log, "no new ones until the database is back")) << log;
+  EXPECT_EQ(1u, Occurrences(log, "self-fence lifted")) << log;
+  EXPECT_LE(Occurrences(log, "database step failed"), 2u) << log;
+  EXPECT_LE(Occurrences(log, "database unreachable") + Occurrences(log, "connection lost"), 2u)
+      << log;
+
+  // And new work runs again.
+  std::string next = db_->Scalar("select pgfleet.submit(array['true'], 'manual')");
+  db_->Scalar("select count(*) from pgfleet.assign_jobs('[{\"job\": " + next +
+              ", \"host\": \"h1\"}]')");
+  EXPECT_TRUE(WaitFor([&] { return Job(next, "state") == "succeeded"; }, 15s)) << host.Log();
+}
+
+TEST_F(HostdFencingTest, WithShimFencingAJobOutlivingItsHostdStopsAfterTheTtl) {
+  db_ = std::make_unique<TestDatabase>();
+  cluster_ = std::make_unique<Cluster>(*db_);
+  std::vector<std::string> args = {"--host-ttl", "2", "--self-fence-shims"};
+  Process* host = &cluster_->StartHost("h1", 4000, 4000, args);
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  std::string id = db_->Scalar("select pgfleet.submit(array['sh', '-c', '" +
+                               std::string(kJobWithChild) + "'], 'manual')");
+  db_->Scalar("select count(*) from pgfleet.assign_jobs('[{\"job\": " + id +
+              ", \"host\": \"h1\"}]')");
+  JobProcs procs = Running(id, "h1", 1);
+  ASSERT_FALSE(HasFailure());
+
+  // hostd dies and stays away: nobody heartbeats, so the job's own shim
+  // fences it once the lease (TTL less its margin) has run out.
+  host->Kill9();
+  auto killed = Clock::now();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(procs.AnyAlive()) << "hostd's death alone must not kill the job";
+  ASSERT_TRUE(WaitFor([&] { return !procs.AnyAlive(); }, 6s));
+  double after = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_LT(after, 3.0);
+
+  // Back: the outcome the shim recorded is reported.
+  host = &cluster_->StartHost("h1", 4000, 4000, args);
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "failed"; }, 15s))
+      << Job(id, "state") << "\n"
+      << host->Log();
+  EXPECT_EQ("9", Job(id, "signal"));
+  EXPECT_NE(std::string::npos, Job(id, "error").find("shim self-fenced")) << Job(id, "error");
+  EXPECT_EQ(1, db_->Count("select count(*) from pgfleet.job_events where kind = 'running'"));
+}
+
+TEST_F(HostdFencingTest, PostgresRestartMidRunLosesNoReport) {
+  pg_ = std::make_unique<PrivatePostgres>();
+  db_ = std::make_unique<TestDatabase>(pg_->admin_dsn(), true);
+  cluster_ = std::make_unique<Cluster>(*db_);
+  cluster_->StartScheduler("s1");
+  Process& host = cluster_->StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  db_->Scalar(
+      "insert into pgfleet.jobs (command, formation, cpu, memory)"
+      " select array['sh', '-c', 'sleep 3; echo done-' || g], 'outage', 100, 32"
+      "   from generate_series(1, 20) g");
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_->Count("select count(*) from pgfleet.jobs where state = 'running'") == 20; },
+      30s))
+      << cluster_->Logs();
+  std::vector<std::pair<pid_t, int64_t>> procs;
+  {
+    auto c = db_->Connect();
+    pqxx::work tx(*c);
+    for (const auto& r : tx.exec("select pid from pgfleet.jobs")) {
+      pid_t pid = r[0].as<int>();
+      procs.emplace_back(pid, hostd::attempt::ProcStartTime(pid));
+    }
+  }
+
+  pg_->Stop();
+  for (auto& [pid, start] : procs) EXPECT_TRUE(Alive(pid, start)) << pid;
+  // Every job finishes while the database is down; hostd keeps the reports.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (auto& [pid, start] : procs) {
+          if (Alive(pid, start)) return false;
+        }
+        return true;
+      },
+      8s));
+  std::this_thread::sleep_for(500ms);
+  pg_->Start();
+
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_->Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == 20;
+      },
+      30s))
+      << db_->Scalar(
+             "select string_agg(state || ':' || n, ', ') from (select state, count(*) n"
+             " from pgfleet.jobs group by state) x")
+      << "\n"
+      << cluster_->Logs();
+  EXPECT_EQ(0, db_->Count("select count(*) from (select job_id from pgfleet.job_events where"
+                          " kind = 'running' group by job_id having count(*) <> 1) x"));
+  EXPECT_EQ(20, db_->Count("select count(distinct job_id) from pgfleet.job_events where kind = "
+                           "'running'"));
+  EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.jobs where attempt <> 1"));
+  EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.job_events where kind = 'lost'"));
+  EXPECT_EQ(20, db_->Count("select count(*) from pgfleet.jobs where output_tail = 'done-' ||"
+                           " substr(command[3], length('sleep 3; echo done-') + 1) || E'\\n'"));
+  EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.allocation_drift"));
+  std::string log = host.Log();
+  EXPECT_LE(Occurrences(log, "database unreachable") + Occurrences(log, "connection lost"), 2u)
+      << log;
+  EXPECT_EQ(0u, Occurrences(log, "self-fenced")) << log;
+}
+
+}  // namespace
+}  // namespace pgfleet::testing
