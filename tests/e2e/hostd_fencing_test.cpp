@@ -10,6 +10,7 @@
 // never the shared one, so they can run beside other tests.
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -177,6 +178,38 @@ TEST_F(HostdFencingTest, HostDeclaredLostComesBackAsANewGenerationAndKillsItsSup
                           "job_id = " +
                           id + " and attempt = 2"));
   EXPECT_EQ(0, db_->Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+TEST_F(HostdFencingTest, AttemptDispatchedBeforeItsAssignmentCommittedIsReportedOnceItIs) {
+  // A scheduler that dispatches an assignment it then rolls back, and later
+  // assigns the same attempt for real: hostd already ran it (at most once per
+  // job and attempt), its reports were rejected, so it reports them again
+  // when the database finally says the attempt is assigned here.
+  db_ = std::make_unique<TestDatabase>();
+  cluster_ = std::make_unique<Cluster>(*db_);
+  Process& host = cluster_->StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  std::string id = db_->Scalar("select pgfleet.submit(array['sh', '-c', 'echo early'], 'manual')");
+  httplib::Client c(db_->Scalar("select api_url from pgfleet.hosts where id = 'h1'"));
+  c.set_bearer_token_auth(util::Trim(util::ReadFile(cluster_->token_file())).c_str());
+  auto res = c.Post("/v1/jobs",
+                    "{\"jobs\":[{\"job\":" + id +
+                        ",\"attempt\":1,\"spec\":{\"command\":[\"sh\",\"-c\",\"echo early\"]}}]}",
+                    "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(200, res->status) << res->body;
+  ASSERT_TRUE(
+      WaitFor([&] { return host.Log().find("report exited rejected") != std::string::npos; }, 10s))
+      << host.Log();
+  EXPECT_EQ("pending", Job(id, "state"));
+  db_->Scalar("select count(*) from pgfleet.assign_jobs('[{\"job\": " + id +
+              ", \"host\": \"h1\"}]')");
+  EXPECT_EQ("1", Job(id, "attempt"));
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "succeeded"; }, 15s)) << host.Log();
+  EXPECT_EQ("early\n", Job(id, "output_tail"));
+  EXPECT_EQ(1, db_->Count("select count(*) from pgfleet.job_events where kind = 'running'"));
+  // It ran once: one attempt directory, one run.
+  EXPECT_EQ("early\n", util::ReadFile(cluster_->dir() + "/h1/jobs/" + id + "-1/output.log"));
 }
 
 TEST_F(HostdFencingTest, HostCutOffFromTheDatabaseStopsItsJobsAfterTheTtlAndReportsWhenBack) {

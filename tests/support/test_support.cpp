@@ -252,7 +252,7 @@ static std::vector<std::string> AsOwner(std::vector<std::string> argv) {
   return out;
 }
 
-PrivatePostgres::PrivatePostgres() {
+PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen_(extra_listen) {
   for (const char* d : {"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin"}) {
     if (access((std::string(d) + "/initdb").c_str(), X_OK) == 0) {
       bindir_ = d;
@@ -285,7 +285,8 @@ void PrivatePostgres::PgCtl(const std::string& action) {
                                    "-w", "-t", "60", "-m", "fast"};
   if (action != "stop") {
     argv.push_back("-o");
-    argv.push_back("-c listen_addresses=127.0.0.1 -p " + std::to_string(port_) + " -k " + dir_.path() +
+    std::string listen = extra_listen_.empty() ? "127.0.0.1" : "127.0.0.1," + extra_listen_;
+    argv.push_back("-c listen_addresses=" + listen + " -p " + std::to_string(port_) + " -k " + dir_.path() +
                    " -c fsync=off -c max_connections=200");
   }
   argv.push_back(action);

@@ -93,7 +93,10 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
 // stop the database without disturbing tests running beside them.
 class PrivatePostgres {
  public:
-  PrivatePostgres();
+  // extra_listen: another address to listen on besides 127.0.0.1 (e.g. the
+  // root side of a veth pair into a test's network namespace).
+  explicit PrivatePostgres(const std::string& extra_listen = "");
+  int port() const { return port_; }
   ~PrivatePostgres();
   const std::string& admin_dsn() const { return admin_dsn_; }
   void Stop();     // fast shutdown
@@ -105,6 +108,7 @@ class PrivatePostgres {
   TempDir dir_;
   std::string bindir_;
   int port_ = 0;
+  std::string extra_listen_;
   std::string admin_dsn_;
 };
 
