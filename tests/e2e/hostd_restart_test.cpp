@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -78,6 +79,17 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
     cluster_.reset();  // kills the jobs the database knows, stops the daemons
     ReapOrphans(3s);
     prctl(PR_SET_CHILD_SUBREAPER, 0);
+    if (driver() == "container") RemoveHostCgroups();
+  }
+  // The per-host cgroup parent outlives a killed hostd (and one stopped while
+  // its last job's shim was still tidying up): remove it once empty.
+  void RemoveHostCgroups() {
+    for (const char* c : {"memory", "cpu", "cpuacct", "pids", "cpu,cpuacct", "unified"}) {
+      std::string dir = std::string("/sys/fs/cgroup/") + c + "/pgfleet/" + host_;
+      WaitFor([&] { return rmdir(dir.c_str()) == 0 || errno == ENOENT; }, 2s);
+    }
+    std::string v2 = "/sys/fs/cgroup/pgfleet/" + host_;
+    rmdir(v2.c_str());
   }
 
   const std::string& driver() const { return GetParam(); }

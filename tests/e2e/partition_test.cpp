@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "core/util/text.h"
 #include "test_support.h"
 
