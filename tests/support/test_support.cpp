@@ -268,6 +268,10 @@ PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen
   auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A", "trust", "-E",
                         "UTF8", "--locale=C.UTF-8"}));
   if (r.exit_code != 0) throw std::runtime_error("initdb failed: " + r.err);
+  if (!extra_listen_.empty()) {
+    // Clients on the test's own link (e.g. a hostd in the test's network namespace).
+    std::ofstream(dir_.path() + "/data/pg_hba.conf", std::ios::app) << "host all all samenet trust\n";
+  }
   port_ = FreeLoopbackPort();
   admin_dsn_ = "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
   Start();
