@@ -79,23 +79,33 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
   std::vector<std::string> names = {"s1", "s2", "h1", "h2", "h3"};
   std::map<std::string, Process*> current;
   for (int i = 0; i < 2; ++i) current[names[i]] = &cluster.StartScheduler(names[i], sched_args);
-  for (int i = 2; i < 5; ++i) current[names[i]] = &cluster.StartHost(names[i], 2000, 4000, host_args);
+  for (int i = 2; i < 5; ++i)
+    current[names[i]] = &cluster.StartHost(names[i], 2000, 4000, host_args);
   ASSERT_TRUE(cluster.WaitHostsUp(3)) << cluster.Logs();
   auto restart = [&](const std::string& name) {
-    if (name[0] == 's') current[name] = &cluster.StartScheduler(name, sched_args);
-    else current[name] = &cluster.StartHost(name, 2000, 4000, host_args);
+    if (name[0] == 's')
+      current[name] = &cluster.StartScheduler(name, sched_args);
+    else
+      current[name] = &cluster.StartHost(name, 2000, 4000, host_args);
   };
 
   // The work: 200 short, 40 long, 20 failing (2 attempts each), 3 services x 2.
-  db.Scalar("insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
-            " select 'short' || (g % 5), array['sh', '-c', 'exit 0'], 100, 32, 3 from generate_series(1, 200) g");
-  db.Scalar("insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
-            " select 'long', array['sleep', (2 + g % 5)::text], 100, 32, 3 from generate_series(1, 40) g");
-  db.Scalar("insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
-            " select 'failing', array['sh', '-c', 'exit 1'], 100, 32, 2 from generate_series(1, 20) g");
+  db.Scalar(
+      "insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
+      " select 'short' || (g % 5), array['sh', '-c', 'exit 0'], 100, 32, 3 from generate_series(1, "
+      "200) g");
+  db.Scalar(
+      "insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
+      " select 'long', array['sleep', (2 + g % 5)::text], 100, 32, 3 from generate_series(1, 40) "
+      "g");
+  db.Scalar(
+      "insert into pgfleet.jobs (formation, command, cpu, memory, max_attempts)"
+      " select 'failing', array['sh', '-c', 'exit 1'], 100, 32, 2 from generate_series(1, 20) g");
   for (int s = 0; s < 3; ++s) {
-    db.Scalar("insert into pgfleet.formations (name, kind, replicas, command, cpu, memory)"
-              " values ('svc" + std::to_string(s) + "', 'service', 2, array['sleep', '600'], 100, 32)");
+    db.Scalar(
+        "insert into pgfleet.formations (name, kind, replicas, command, cpu, memory)"
+        " values ('svc" +
+        std::to_string(s) + "', 'service', 2, array['sleep', '600'], 100, 32)");
   }
 
   // Watch the hosts: two live attempts of one job for longer than the TTL
@@ -115,11 +125,12 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
           continue;
         }
         auto [it, fresh] = doubled_since.emplace(job, now);
-        if (!fresh && now - it->second > std::chrono::milliseconds(static_cast<int>(kTtlSeconds * 1000) + 6000)) {
+        if (!fresh && now - it->second >
+                          std::chrono::milliseconds(static_cast<int>(kTtlSeconds * 1000) + 6000)) {
           ++violations;
           std::lock_guard<std::mutex> lock(mu);
-          violation_detail += "job " + std::to_string(job) + " had " + std::to_string(attempts.size()) +
-                              " live attempts for over TTL+6s; ";
+          violation_detail += "job " + std::to_string(job) + " had " +
+                              std::to_string(attempts.size()) + " live attempts for over TTL+6s; ";
           doubled_since.erase(job);
         }
       }
@@ -147,8 +158,9 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
     current[victim]->Kill9();
     ++kills;
     // Hosts stay down past the TTL half of the time, so they are declared lost.
-    auto down = victim[0] == 'h' && rng() % 2 ? std::chrono::milliseconds(static_cast<int>(kTtlSeconds * 1000) + 1500)
-                                              : std::chrono::milliseconds(300 + rng() % 700);
+    auto down = victim[0] == 'h' && rng() % 2
+                    ? std::chrono::milliseconds(static_cast<int>(kTtlSeconds * 1000) + 1500)
+                    : std::chrono::milliseconds(300 + rng() % 700);
     std::this_thread::sleep_for(down);
     restart(victim);
     ++restarts;
@@ -158,10 +170,15 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
   // Let the cluster settle: batch work final, services at their replicas.
   bool settled = WaitFor(
       [&] {
-        return db.Count("select count(*) from pgfleet.jobs j join pgfleet.formations f on f.name = j.formation"
-                        " where f.kind = 'batch' and j.state not in ('succeeded', 'failed', 'cancelled')") == 0 &&
-               db.Count("select count(*) from pgfleet.jobs where formation like 'svc%' and state = 'running'"
-                        " and desired_state = 'run'") == 6;
+        return db.Count(
+                   "select count(*) from pgfleet.jobs j join pgfleet.formations f on f.name = "
+                   "j.formation"
+                   " where f.kind = 'batch' and j.state not in ('succeeded', 'failed', "
+                   "'cancelled')") == 0 &&
+               db.Count(
+                   "select count(*) from pgfleet.jobs where formation like 'svc%' and state = "
+                   "'running'"
+                   " and desired_state = 'run'") == 6;
       },
       180s);
   stop = true;
@@ -169,27 +186,37 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
   long long jobs = db.Count("select count(*) from pgfleet.jobs");
   long long succeeded = db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'");
   long long lost_events = db.Count("select count(*) from pgfleet.job_events where kind = 'lost'");
-  std::cerr << "chaos: jobs=" << jobs << " succeeded=" << succeeded << " kills=" << kills << " restarts=" << restarts
-            << " postgres_restarts=" << pg_restarts << " lost_events=" << lost_events
-            << " violations=" << violations.load() << "\n";
-  ASSERT_TRUE(settled) << db.Scalar("select string_agg(formation || ':' || state || ':' || n, ', ') from (select"
-                                    " formation, state, count(*) n from pgfleet.jobs group by 1, 2 order by 1, 2) x")
-                       << cluster.Logs();
+  std::cerr << "chaos: jobs=" << jobs << " succeeded=" << succeeded << " kills=" << kills
+            << " restarts=" << restarts << " postgres_restarts=" << pg_restarts
+            << " lost_events=" << lost_events << " violations=" << violations.load() << "\n";
+  ASSERT_TRUE(settled)
+      << db.Scalar(
+             "select string_agg(formation || ':' || state || ':' || n, ', ') from (select"
+             " formation, state, count(*) n from pgfleet.jobs group by 1, 2 order by 1, 2) x")
+      << cluster.Logs();
   EXPECT_GT(kills, 5);
   EXPECT_EQ(1, pg_restarts);
   EXPECT_EQ(0, violations.load()) << violation_detail;
   // Every job finished, or is a service replica running, or is pending with a reason.
-  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs where state = 'pending' and error is null"));
+  EXPECT_EQ(
+      0, db.Count("select count(*) from pgfleet.jobs where state = 'pending' and error is null"));
   // Short and long work succeeded unless lost with 3 hosts (then it says so).
-  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs where formation in ('long', 'short0', 'short1', 'short2',"
-                        " 'short3', 'short4') and state <> 'succeeded' and error not like '%lost 3 times%'"));
+  EXPECT_EQ(
+      0, db.Count(
+             "select count(*) from pgfleet.jobs where formation in ('long', 'short0', 'short1', "
+             "'short2',"
+             " 'short3', 'short4') and state <> 'succeeded' and error not like '%lost 3 times%'"));
   // Failing jobs ran their 2 attempts' worth of failures and say why.
-  EXPECT_EQ(20, db.Count("select count(*) from pgfleet.jobs where formation = 'failing' and state = 'failed'"
-                         " and (error = 'exit code 1' or error like '%lost 3 times%')"));
+  EXPECT_EQ(
+      20,
+      db.Count("select count(*) from pgfleet.jobs where formation = 'failing' and state = 'failed'"
+               " and (error = 'exit code 1' or error like '%lost 3 times%')"));
   // No attempt started twice.
-  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events where kind = 'running'"
+  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
+                        "where kind = 'running'"
                         " group by 1, 2 having count(*) > 1) x"));
-  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events where kind = 'assigned'"
+  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
+                        "where kind = 'assigned'"
                         " group by 1, 2 having count(*) > 1) x"));
   // Allocated resources equal the sum over live jobs.
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.allocation_drift"));

@@ -17,18 +17,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-bool ProcessGone(const std::string& pid) {
-  // Gone, or a zombie nobody has reaped yet: either way it runs no code.
-  std::string stat;
-  try {
-    stat = util::ReadFile("/proc/" + pid + "/stat");
-  } catch (const std::exception&) {
-    return true;
-  }
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
-}
-
 TEST(FailoverTest, LostHostsJobsRunElsewhereWithinTheTtlAndTheReturningHostKillsItsCopies) {
   TestDatabase db;
   Cluster cluster(db);

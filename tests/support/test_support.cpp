@@ -2,11 +2,11 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +52,9 @@ std::string ReplaceDbName(const std::string& dsn, const std::string& db) {
 
 TestDatabase::TestDatabase(bool migrate) : admin_(AdminDsn()) { Create(migrate); }
 
-TestDatabase::TestDatabase(const std::string& admin_dsn, bool migrate) : admin_(admin_dsn) { Create(migrate); }
+TestDatabase::TestDatabase(const std::string& admin_dsn, bool migrate) : admin_(admin_dsn) {
+  Create(migrate);
+}
 
 void TestDatabase::Create(bool migrate) {
   name_ = "pgfleet_t_" + std::to_string(getpid()) + "_" + std::to_string(g_counter++);
@@ -223,6 +225,14 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
   return res;
 }
 
+bool ProcessGone(const std::string& pid) {
+  std::ifstream f("/proc/" + pid + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (stat.empty()) return true;
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -265,12 +275,13 @@ PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen
       throw std::runtime_error("cannot prepare " + dir_.path());
     }
   }
-  auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A", "trust", "-E",
-                        "UTF8", "--locale=C.UTF-8"}));
+  auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A",
+                        "trust", "-E", "UTF8", "--locale=C.UTF-8"}));
   if (r.exit_code != 0) throw std::runtime_error("initdb failed: " + r.err);
   if (!extra_listen_.empty()) {
     // Clients on the test's own link (e.g. a hostd in the test's network namespace).
-    std::ofstream(dir_.path() + "/data/pg_hba.conf", std::ios::app) << "host all all samenet trust\n";
+    std::ofstream(dir_.path() + "/data/pg_hba.conf", std::ios::app)
+        << "host all all samenet trust\n";
   }
   port_ = FreeLoopbackPort();
   admin_dsn_ = "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
@@ -285,13 +296,21 @@ PrivatePostgres::~PrivatePostgres() {
 }
 
 void PrivatePostgres::PgCtl(const std::string& action) {
-  std::vector<std::string> argv = {bindir_ + "/pg_ctl", "-D", dir_.path() + "/data", "-l", dir_.path() + "/server.log",
-                                   "-w", "-t", "60", "-m", "fast"};
+  std::vector<std::string> argv = {bindir_ + "/pg_ctl",
+                                   "-D",
+                                   dir_.path() + "/data",
+                                   "-l",
+                                   dir_.path() + "/server.log",
+                                   "-w",
+                                   "-t",
+                                   "60",
+                                   "-m",
+                                   "fast"};
   if (action != "stop") {
     argv.push_back("-o");
     std::string listen = extra_listen_.empty() ? "127.0.0.1" : "127.0.0.1," + extra_listen_;
-    argv.push_back("-c listen_addresses=" + listen + " -p " + std::to_string(port_) + " -k " + dir_.path() +
-                   " -c fsync=off -c max_connections=200");
+    argv.push_back("-c listen_addresses=" + listen + " -p " + std::to_string(port_) + " -k " +
+                   dir_.path() + " -c fsync=off -c max_connections=200");
   }
   argv.push_back(action);
   auto r = Run(AsOwner(argv));

@@ -85,6 +85,10 @@ struct CommandResult {
 CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string> extra_env = {},
                   std::chrono::seconds timeout = std::chrono::seconds(120));
 
+// True when the process is gone, or a zombie nobody has reaped yet: either
+// way it runs no code any more.
+bool ProcessGone(const std::string& pid);
+
 // Polls pred every 50 ms until it holds or timeout passes; returns pred's last value.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
@@ -99,7 +103,7 @@ class PrivatePostgres {
   int port() const { return port_; }
   ~PrivatePostgres();
   const std::string& admin_dsn() const { return admin_dsn_; }
-  void Stop();     // fast shutdown
+  void Stop();  // fast shutdown
   void Start();
   void Restart();  // fast restart: every connection is cut
 
