@@ -216,6 +216,7 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
     jobs.push_back(std::move(j));
   }
 
+  std::map<std::string, HostTarget> planned;  // moved to *out only after commit
   std::map<int64_t, std::string> reasons;
   std::vector<placement::JobRequest> todo = jobs;
   size_t assigned_count = 0;
@@ -234,7 +235,7 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
       int64_t id = r[0].as<int64_t>();
       done.insert(id);
       std::string host = r[2].as<std::string>();
-      (*out)[host].jobs.push_back(Dispatch{id, r[1].as<int>(), specs[id]});
+      planned[host].jobs.push_back(Dispatch{id, r[1].as<int>(), specs[id]});
       reasons.erase(id);
     }
     assigned_count += done.size();
@@ -254,14 +255,20 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
     for (auto& [id, why] : reasons) r.push_back({{"job", id}, {"reason", why}});
     tx.exec_params("select pgfleet.set_pending_reasons($1::jsonb)", r.dump());
   }
-  if (!out->empty()) {
+  if (!planned.empty()) {
     auto urls = tx.exec("select id, api_url from pgfleet.hosts");
     for (const auto& r : urls) {
-      auto it = out->find(r[0].as<std::string>());
-      if (it != out->end()) it->second.api_url = r[1].as<std::string>();
+      auto it = planned.find(r[0].as<std::string>());
+      if (it != planned.end()) it->second.api_url = r[1].as<std::string>();
     }
   }
   tx.commit();
+  // Only committed assignments are ever dispatched.
+  for (auto& [host, target] : planned) {
+    auto& dest = (*out)[host];
+    dest.api_url = target.api_url;
+    for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
+  }
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(assigned_count));
   if (assigned_count > 0 || !reasons.empty()) {
     spdlog::info("formation={} id={} claimed={} assigned={} waiting={}", name, formation_id,
