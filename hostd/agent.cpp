@@ -143,7 +143,7 @@ bool Agent::Flush(pqxx::connection& conn) {
       spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
                    job, attempt, kind);
       metrics_.Add("pgfleet_host_reports_rejected_total", 1);
-      supervisor_->Kill(job, attempt);
+      supervisor_->Rejected(job, attempt);
     }
   } catch (...) {
     // Keep the reports, in order, for the next try.
@@ -172,7 +172,16 @@ void Agent::Reconcile(pqxx::connection& conn) {
       supervisor_->Stop(job, attempt);
       continue;
     }
-    if (supervisor_->Known(job, attempt)) continue;
+    if (supervisor_->Known(job, attempt)) {
+      // Assigned to us, yet we ran it and our reports were rejected: they
+      // beat the assignment's commit (a scheduler that dispatched what it
+      // then rolled back, and later assigned the same attempt for real). It
+      // ran here exactly once; say how it went, now that it counts.
+      if (state == "assigned") {
+        for (auto& report : supervisor_->Replay(job, attempt)) Enqueue(std::move(report));
+      }
+      continue;
+    }
     if (state == "running") {
       // Reported running by an earlier life of this hostd, and nothing on
       // disk to re-attach to (Recover() adopted every attempt with a shim).

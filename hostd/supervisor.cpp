@@ -36,6 +36,8 @@ struct Supervisor::Record {
   int pending_stop = 0;     // 1 stop, 2 kill: asked for while the shim was starting
   std::string kill_reason;  // why hostd itself killed it (self-fence): the report's error
   bool kill_sent = false;
+  json outcome_report;    // the terminal report, as sent
+  bool rejected = false;  // the database rejected a report of it (see Replay)
 };
 
 json JobInfo::ToJson() const {
@@ -82,10 +84,9 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   o.status.error = error;
   std::string ignored;
   attempt::AppendRecord(rec->dir, attempt::ToJson(o), &ignored);
-  sink_({{"job", rec->job_id},
-         {"attempt", rec->attempt},
-         {"kind", "start_failed"},
-         {"error", error}});
+  rec->outcome_report = {
+      {"job", rec->job_id}, {"attempt", rec->attempt}, {"kind", "start_failed"}, {"error", error}};
+  sink_(rec->outcome_report);
 }
 
 Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const spec::JobSpec& spec,
@@ -289,6 +290,7 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec) {
     rec->exit->error = error;
     rec->state = outcome->kind;
     rec->finished_at = Clock::now();
+    rec->outcome_report = report;
     sink_(std::move(report));
     Prune();
   }
@@ -366,6 +368,34 @@ void Supervisor::Kill(int64_t job_id, int attempt) {
       StopRecord(rec, 0, true);
     }
   }
+}
+
+void Supervisor::Rejected(int64_t job_id, int attempt) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = records_.find({job_id, attempt});
+    if (it != records_.end()) it->second->rejected = true;
+  }
+  Kill(job_id, attempt);
+}
+
+std::vector<json> Supervisor::Replay(int64_t job_id, int attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  if (it == records_.end()) return {};
+  auto& rec = it->second;
+  if (!rec->exit || !rec->rejected || rec->outcome_report.is_null()) return {};
+  rec->rejected = false;
+  spdlog::warn(
+      "job={} attempt={} is assigned here but already ran here (its reports were "
+      "rejected): reporting its outcome again",
+      job_id, attempt);
+  std::vector<json> out;
+  if (rec->pid > 0) {
+    out.push_back({{"job", job_id}, {"attempt", attempt}, {"kind", "running"}, {"pid", rec->pid}});
+  }
+  out.push_back(rec->outcome_report);
+  return out;
 }
 
 size_t Supervisor::Fence(const std::string& reason) {

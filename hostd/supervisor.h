@@ -90,6 +90,13 @@ class Supervisor {
   bool Stop(int64_t job_id, int attempt);
   // Fencing: the attempt was superseded; SIGKILL the whole job now.
   void Kill(int64_t job_id, int attempt);
+  // The database rejected a report of this attempt: Kill() it, and remember,
+  // for Replay().
+  void Rejected(int64_t job_id, int attempt);
+  // The reports of a finished attempt whose reports were rejected, once
+  // (running, then its outcome): for when the database later says the attempt
+  // is assigned here after all. Empty otherwise.
+  std::vector<nlohmann::json> Replay(int64_t job_id, int attempt);
   // Self-fence: SIGKILLs every live attempt now (their exit reports carry
   // `reason` as the error) and refuses new starts until Unfence(). Returns
   // how many attempts were told to die by this call.

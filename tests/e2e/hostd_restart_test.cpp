@@ -5,6 +5,7 @@
 // Real processes (PostgreSQL from scripts/test, pgfleet-schedulerd,
 // pgfleet-hostd), for the process and the container driver.
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -82,14 +83,24 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
     if (driver() == "container") RemoveHostCgroups();
   }
   // The per-host cgroup parent outlives a killed hostd (and one stopped while
-  // its last job's shim was still tidying up): remove it once empty.
+  // its last job's shim was still tidying up), and a job whose shim was
+  // killed leaves its (empty) cgroup: remove them.
   void RemoveHostCgroups() {
-    for (const char* c : {"memory", "cpu", "cpuacct", "pids", "cpu,cpuacct", "unified"}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + c + "/pgfleet/" + host_;
-      WaitFor([&] { return rmdir(dir.c_str()) == 0 || errno == ENOENT; }, 2s);
+    for (const char* c : {"memory", "cpu", "cpuacct", "pids", "cpu,cpuacct", "unified", ""}) {
+      std::string dir = std::string("/sys/fs/cgroup/") + c + (*c ? "/" : "") + "pgfleet/" + host_;
+      WaitFor(
+          [&] {
+            if (DIR* d = opendir(dir.c_str())) {
+              while (dirent* e = readdir(d)) {
+                std::string n = e->d_name;
+                if (e->d_type == DT_DIR && n != "." && n != "..") rmdir((dir + "/" + n).c_str());
+              }
+              closedir(d);
+            }
+            return rmdir(dir.c_str()) == 0 || errno == ENOENT;
+          },
+          2s);
     }
-    std::string v2 = "/sys/fs/cgroup/pgfleet/" + host_;
-    rmdir(v2.c_str());
   }
 
   const std::string& driver() const { return GetParam(); }
