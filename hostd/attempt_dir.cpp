@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/util/text.h"
+
 namespace pgfleet::hostd::attempt {
 
 using nlohmann::json;
@@ -21,22 +23,6 @@ namespace {
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int PidfdSendSignal(int pidfd, int sig) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
-
-// Reads a small file whole; empty on any failure.
-std::string Slurp(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "";
-  std::string out;
-  char buf[4096];
-  while (true) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
 }
 
 }  // namespace
@@ -65,7 +51,7 @@ ShimRequest ShimRequestFromJson(const json& j) {
 
 int64_t ProcStartTime(pid_t pid) {
   if (pid <= 0) return -1;
-  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = util::ReadFileOrEmpty("/proc/" + std::to_string(pid) + "/stat");
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
   // count fields from the last ')'. Field 3 (state) follows it; start time is 22.
   size_t close = stat.rfind(')');
@@ -146,8 +132,8 @@ bool AppendRecord(const std::string& dir, const json& record, std::string* error
 
 State ReadState(const std::string& dir) {
   State st;
-  std::string text = Slurp(dir + "/" + kStateFile);
-  if (text.empty()) text = Slurp(dir + "/" + kReportedStateFile);
+  std::string text = util::ReadFileOrEmpty(dir + "/" + kStateFile);
+  if (text.empty()) text = util::ReadFileOrEmpty(dir + "/" + kReportedStateFile);
   size_t pos = 0;
   while (true) {
     size_t end = text.find('\n', pos);

@@ -1,5 +1,8 @@
 #include "core/util/text.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -71,6 +74,21 @@ std::string TailOfFile(const std::string& path, size_t max_bytes) {
       ++skip;
   }
   return SanitizeUtf8(buf.substr(skip));
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[4096];
+  while (true) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -14,6 +14,10 @@ std::string SanitizeUtf8(const std::string& bytes);
 // never starting in the middle of a UTF-8 character. Empty if the file is missing.
 std::string TailOfFile(const std::string& path, size_t max_bytes);
 
+// Reads a whole (small) file with plain read(2) calls; "" when it cannot be
+// read. For /proc, cgroup and state files that may vanish at any moment.
+std::string ReadFileOrEmpty(const std::string& path);
+
 // Reads a whole (small) file; throws std::runtime_error naming the path on failure.
 std::string ReadFile(const std::string& path);
 

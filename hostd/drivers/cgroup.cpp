@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/util/text.h"
+
 namespace pgfleet::hostd {
 namespace {
 
@@ -41,22 +43,6 @@ struct CgroupDeleter {
   void operator()(cgroup* cg) const { cgroup_free(&cg); }
 };
 using CgroupPtr = std::unique_ptr<cgroup, CgroupDeleter>;
-
-// Reads a small cgroup file whole; empty when it cannot be read.
-std::string ReadSmallFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
 
 bool WriteSmallFile(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -167,7 +153,7 @@ bool CgroupSystem::Init(std::string* why) {
     mount_points_[c] = mp;
   }
   if (unified_) {
-    std::string available = ReadSmallFile(mount_points_["memory"] + "/cgroup.controllers");
+    std::string available = util::ReadFileOrEmpty(mount_points_["memory"] + "/cgroup.controllers");
     for (const auto& c : controllers_) {
       if (available.find(c) == std::string::npos) {
         *why = "cgroup v2 controller " + c + " is not available in " + mount_points_["memory"] +
@@ -304,7 +290,7 @@ void JobCgroup::Attach(pid_t pid) {
 std::vector<pid_t> JobCgroup::Procs() const {
   std::vector<pid_t> out;
   if (destroyed_) return out;
-  std::string text = ReadSmallFile(File("pids", "cgroup.procs"));
+  std::string text = util::ReadFileOrEmpty(File("pids", "cgroup.procs"));
   size_t pos = 0;
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
@@ -346,13 +332,16 @@ CgroupUsage JobCgroup::ReadUsage() const {
   CgroupUsage u;
   if (destroyed_) return u;
   if (sys_.unified()) {
-    u.oom_kills = KeyedValue(ReadSmallFile(File("memory", "memory.events")), "oom_kill");
-    u.peak_memory_bytes = ParseInt(ReadSmallFile(File("memory", "memory.peak")));  // Linux 5.19+
-    u.cpu_seconds = KeyedValue(ReadSmallFile(File("cpu", "cpu.stat")), "usage_usec") / 1e6;
+    u.oom_kills = KeyedValue(util::ReadFileOrEmpty(File("memory", "memory.events")), "oom_kill");
+    u.peak_memory_bytes =
+        ParseInt(util::ReadFileOrEmpty(File("memory", "memory.peak")));  // Linux 5.19+
+    u.cpu_seconds = KeyedValue(util::ReadFileOrEmpty(File("cpu", "cpu.stat")), "usage_usec") / 1e6;
   } else {
-    u.oom_kills = KeyedValue(ReadSmallFile(File("memory", "memory.oom_control")), "oom_kill");
-    u.peak_memory_bytes = ParseInt(ReadSmallFile(File("memory", "memory.max_usage_in_bytes")));
-    u.cpu_seconds = ParseInt(ReadSmallFile(File("cpuacct", "cpuacct.usage"))) / 1e9;
+    u.oom_kills =
+        KeyedValue(util::ReadFileOrEmpty(File("memory", "memory.oom_control")), "oom_kill");
+    u.peak_memory_bytes =
+        ParseInt(util::ReadFileOrEmpty(File("memory", "memory.max_usage_in_bytes")));
+    u.cpu_seconds = ParseInt(util::ReadFileOrEmpty(File("cpuacct", "cpuacct.usage"))) / 1e9;
   }
   return u;
 }

@@ -25,9 +25,12 @@
 
 #include "hostd/drivers/cgroup.h"
 #include "hostd/drivers/container.h"
+#include "test_support.h"
 
 namespace pgfleet::hostd {
 namespace {
+
+using pgfleet::testing::Subdirs;
 
 using Clock = std::chrono::steady_clock;
 
@@ -49,18 +52,6 @@ std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
   size_t i = s.find_first_not_of(" \t");
   return i == std::string::npos ? std::string() : s.substr(i);
-}
-
-std::vector<std::string> Subdirs(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (e->d_type == DT_DIR && n != "." && n != "..") out.push_back(n);
-  }
-  closedir(d);
-  return out;
 }
 
 size_t OpenFds() {

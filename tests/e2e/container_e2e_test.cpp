@@ -53,18 +53,6 @@ bool IsDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::vector<std::string> Subdirs(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (e->d_type == DT_DIR && n != "." && n != "..") out.push_back(n);
-  }
-  closedir(d);
-  return out;
-}
-
 class ContainerE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

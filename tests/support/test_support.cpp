@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -223,6 +224,18 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
   res.out = Slurp(out);
   res.err += Slurp(err);
   return res;
+}
+
+std::vector<std::string> Subdirs(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (e->d_type == DT_DIR && n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  return out;
 }
 
 bool ProcessGone(const std::string& pid) {

@@ -85,6 +85,9 @@ struct CommandResult {
 CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string> extra_env = {},
                   std::chrono::seconds timeout = std::chrono::seconds(120));
 
+// Names of the subdirectories of dir (none if it cannot be read).
+std::vector<std::string> Subdirs(const std::string& dir);
+
 // True when the process is gone, or a zombie nobody has reaped yet: either
 // way it runs no code any more.
 bool ProcessGone(const std::string& pid);
