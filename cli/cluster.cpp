@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "core/db/migrate.h"
 #include "core/spec/job_spec.h"
+#include "core/util/text.h"
 
 namespace pgfleet::cli {
 namespace {
@@ -123,8 +124,9 @@ static int SetHostState(const std::vector<std::string>& args, const std::string&
                                                          : "pgfleet host offline|online HOST");
   opts.add_options()("args", po::value(&pos)->composing(), "");
   if (fixed_state == "draining") {
-    opts.add_options()("deadline", po::value(&deadline),
-                       "stop and requeue elsewhere the batch jobs still running after this long (90s, 10m, 2h)");
+    opts.add_options()(
+        "deadline", po::value(&deadline),
+        "stop and requeue elsewhere the batch jobs still running after this long (90s, 10m, 2h)");
   }
   AddCommonOptions(opts, common, false);
   po::variables_map vm;
@@ -141,29 +143,26 @@ static int SetHostState(const std::vector<std::string>& args, const std::string&
     if (pos.size() != 1) throw UsageError("expected exactly one HOST");
     host = pos[0];
   }
-  std::optional<std::string> interval;
+  std::optional<double> deadline_seconds;
   if (!deadline.empty()) {
-    size_t used = 0;
-    long long n = -1;
     try {
-      n = std::stoll(deadline, &used);
-    } catch (const std::exception&) {
+      deadline_seconds =
+          static_cast<double>(util::ParseDuration("--deadline", deadline, true).count());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
-    std::string unit = n >= 0 ? deadline.substr(used) : "";
-    if (n < 0 || (unit != "s" && unit != "m" && unit != "h")) {
-      throw UsageError("--deadline must be a duration like 90s, 10m or 2h (got \"" + deadline + "\")");
-    }
-    interval = std::to_string(n) + (unit == "s" ? " seconds" : unit == "m" ? " minutes" : " hours");
   }
   auto conn = ConnectDb(common);
   pqxx::work tx(*conn);
   if (state == "draining") {
-    tx.exec_params("select pgfleet.drain($1, $2::interval)", host, interval);
+    tx.exec_params("select pgfleet.drain($1, make_interval(secs => $2::float8))", host,
+                   deadline_seconds);
   } else {
     tx.exec_params("select pgfleet.set_host_state($1, $2)", host, state);
   }
   tx.commit();
-  std::cout << host << " " << state << (interval ? " (deadline in " + *interval + ")" : "") << "\n";
+  std::cout << host << " " << state << (deadline.empty() ? "" : " (deadline in " + deadline + ")")
+            << "\n";
   return kExitOk;
 }
 

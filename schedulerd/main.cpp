@@ -13,6 +13,7 @@
 #include "core/db/connection.h"
 #include "core/net/http.h"
 #include "core/util/log.h"
+#include "core/util/text.h"
 #include "schedulerd/scheduler.h"
 
 namespace po = boost::program_options;
@@ -20,26 +21,6 @@ namespace po = boost::program_options;
 namespace {
 std::atomic<bool> g_stop{false};
 
-// "90s", "15m", "12h", "7d" -> seconds; throws naming the flag otherwise.
-std::chrono::seconds ParseDuration(const std::string& flag, const std::string& v) {
-  size_t used = 0;
-  long long n = -1;
-  try {
-    n = std::stoll(v, &used);
-  } catch (const std::exception&) {
-  }
-  std::string unit = n >= 0 ? v.substr(used) : "";
-  long long mult = unit == "s"   ? 1
-                   : unit == "m" ? 60
-                   : unit == "h" ? 3600
-                   : unit == "d" ? 86400
-                                 : 0;
-  if (n <= 0 || mult == 0) {
-    throw std::invalid_argument(
-        flag + " must be a positive duration like 90s, 15m, 12h or 7d (got \"" + v + "\")");
-  }
-  return std::chrono::seconds(n * mult);
-}
 void OnSignal(int) { g_stop = true; }
 }  // namespace
 
@@ -106,7 +87,7 @@ int main(int argc, char** argv) {
   config.batch_size = batch;
   config.host_ttl_seconds = host_ttl;
   try {
-    config.retain = ParseDuration("--retain", retain);
+    config.retain = pgfleet::util::ParseDuration("--retain", retain);
   } catch (const std::exception& e) {
     std::cerr << "pgfleet-schedulerd: " << e.what() << "\n";
     return 2;

@@ -26,10 +26,12 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
   return m;
 }
 
-std::vector<placement::HostView> LoadHosts(pqxx::work& tx) {
+// Also records each host's API URL in *urls, for the dispatch after commit.
+std::vector<placement::HostView> LoadHosts(pqxx::work& tx,
+                                           std::map<std::string, std::string>* urls) {
   // Feasible hosts: up, heartbeat fresh by the database clock, not suspended.
   auto rows = tx.exec(
-      "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.labels::text"
+      "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.labels::text, h.api_url"
       "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
       " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
       "   and hb.last_seen > now() - pgfleet.host_ttl()");
@@ -43,6 +45,7 @@ std::vector<placement::HostView> LoadHosts(pqxx::work& tx) {
     h.cpu_allocated = r[3].as<int>();
     h.memory_allocated = r[4].as<int>();
     h.labels = JsonToMap(r[5].as<std::string>());
+    (*urls)[h.id] = r[6].as<std::string>();
     hosts.push_back(std::move(h));
   }
   return hosts;
@@ -217,13 +220,14 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
   }
 
   std::map<std::string, HostTarget> planned;  // moved to *out only after commit
+  std::map<std::string, std::string> urls;    // host id -> API URL, from the snapshots
   std::map<int64_t, std::string> reasons;
   std::vector<placement::JobRequest> todo = jobs;
   size_t assigned_count = 0;
   // Optimistic rounds: plan against a snapshot, commit per host conditionally;
   // jobs whose host filled up meanwhile are re-planned against fresh state.
   for (int round = 0; round < 3 && !todo.empty(); ++round) {
-    auto plan = placement::PlanPlacements(todo, LoadHosts(tx));
+    auto plan = placement::PlanPlacements(todo, LoadHosts(tx, &urls));
     for (const auto& u : plan.unplaced) reasons[u.job_id] = u.reason;
     if (plan.placements.empty()) break;
     json p = json::array();
@@ -255,18 +259,11 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
     for (auto& [id, why] : reasons) r.push_back({{"job", id}, {"reason", why}});
     tx.exec_params("select pgfleet.set_pending_reasons($1::jsonb)", r.dump());
   }
-  if (!planned.empty()) {
-    auto urls = tx.exec("select id, api_url from pgfleet.hosts");
-    for (const auto& r : urls) {
-      auto it = planned.find(r[0].as<std::string>());
-      if (it != planned.end()) it->second.api_url = r[1].as<std::string>();
-    }
-  }
   tx.commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : planned) {
     auto& dest = (*out)[host];
-    dest.api_url = target.api_url;
+    dest.api_url = urls[host];
     for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
   }
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(assigned_count));

@@ -99,6 +99,26 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+std::chrono::seconds ParseDuration(const std::string& flag, const std::string& v, bool allow_zero) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+  }
+  std::string unit = n >= 0 ? v.substr(used) : "";
+  long long mult = unit == "s"   ? 1
+                   : unit == "m" ? 60
+                   : unit == "h" ? 3600
+                   : unit == "d" ? 86400
+                                 : 0;
+  if (n < 0 || (n == 0 && !allow_zero) || mult == 0) {
+    throw std::invalid_argument(flag + " must be a " + (allow_zero ? "" : "positive ") +
+                                "duration like 90s, 15m, 12h or 7d (got \"" + v + "\")");
+  }
+  return std::chrono::seconds(n * mult);
+}
+
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";

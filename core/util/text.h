@@ -1,6 +1,7 @@
 #pragma once
 // Small text helpers shared by the daemons and the CLI.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,11 @@ std::string ReadFileOrEmpty(const std::string& path);
 
 // Reads a whole (small) file; throws std::runtime_error naming the path on failure.
 std::string ReadFile(const std::string& path);
+
+// "90s", "15m", "12h", "7d" -> seconds. Throws std::invalid_argument naming
+// `flag` for anything else (or for 0 unless allow_zero).
+std::chrono::seconds ParseDuration(const std::string& flag, const std::string& value,
+                                   bool allow_zero = false);
 
 // Trims ASCII whitespace at both ends.
 std::string Trim(const std::string& s);

@@ -212,12 +212,8 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
       db.Count("select count(*) from pgfleet.jobs where formation = 'failing' and state = 'failed'"
                " and (error = 'exit code 1' or error like '%lost 3 times%')"));
   // No attempt started twice.
-  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
-                        "where kind = 'running'"
-                        " group by 1, 2 having count(*) > 1) x"));
-  EXPECT_EQ(0, db.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
-                        "where kind = 'assigned'"
-                        " group by 1, 2 having count(*) > 1) x"));
+  EXPECT_EQ(0, db.AttemptsWithRepeated("running"));
+  EXPECT_EQ(0, db.AttemptsWithRepeated("assigned"));
   // Allocated resources equal the sum over live jobs.
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.allocation_drift"));
   // On the hosts: at most one live attempt per job now, and it is the current one.

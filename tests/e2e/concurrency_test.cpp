@@ -152,12 +152,8 @@ class ConcurrencyTest : public ::testing::Test {
     EXPECT_EQ(0, drift_samples_.load())
         << "allocated resources differed from the sum over live jobs";
     // Exactly one running event per attempt; no attempt assigned twice.
-    EXPECT_EQ(0, db_.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
-                           "where kind = 'running'"
-                           " group by 1, 2 having count(*) > 1) x"));
-    EXPECT_EQ(0, db_.Count("select count(*) from (select job_id, attempt from pgfleet.job_events "
-                           "where kind = 'assigned'"
-                           " group by 1, 2 having count(*) > 1) x"));
+    EXPECT_EQ(0, db_.AttemptsWithRepeated("running"));
+    EXPECT_EQ(0, db_.AttemptsWithRepeated("assigned"));
     // Every batch job ran exactly once: one attempt, one running event.
     EXPECT_EQ(
         0, db_.Count(

@@ -93,6 +93,17 @@ std::string TestDatabase::Scalar(const std::string& sql) const {
   return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
 }
 
+long long TestDatabase::AttemptsWithRepeated(const std::string& kind) const {
+  pqxx::connection c(dsn_);
+  pqxx::work tx(c);
+  return tx
+      .exec_params1(
+          "select count(*) from (select job_id, attempt from pgfleet.job_events"
+          " where kind = $1 group by 1, 2 having count(*) > 1) x",
+          kind)[0]
+      .as<long long>();
+}
+
 TempDir::TempDir() {
   const char* base = std::getenv("PGFLEET_TEST_TMP");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/pgfleet-XXXXXX";

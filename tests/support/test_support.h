@@ -32,6 +32,9 @@ class TestDatabase {
   // text ("" for null or no row).
   std::string Scalar(const std::string& sql) const;
   long long Count(const std::string& sql) const { return std::stoll(Scalar(sql)); }
+  // (job, attempt) pairs with more than one `kind` event ('running', 'assigned'):
+  // an attempt started or placed twice. Always 0 unless something is wrong.
+  long long AttemptsWithRepeated(const std::string& kind) const;
 
  private:
   void Create(bool migrate);
