@@ -5,7 +5,7 @@
 
 #include "cli/common.h"
 #include "core/db/migrate.h"
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 #include "core/util/text.h"
 
 namespace pgfleet::cli {
@@ -190,7 +190,7 @@ int CmdFormation(const std::vector<std::string>& all_args) {
   std::vector<std::string> pos, envs, constraints;
   std::string kind = "batch";
   int replicas = 0;
-  spec::JobSpec s;
+  model::JobSpec s;
   s.command = {"placeholder"};
   po::options_description opts("pgfleet formation " + sub);
   opts.add_options()("kind", po::value(&kind), "service or batch (default batch)")(
@@ -247,10 +247,10 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     throw UsageError("a service formation needs a command after --");
   if (!command.empty()) s.command = command;
   try {
-    for (const auto& e : envs) s.env.insert(spec::ParseKeyValue("--env", e));
-    for (const auto& c : constraints) s.constraints.insert(spec::ParseKeyValue("--constraint", c));
-    spec::Validate(s);
-  } catch (const spec::SpecError& e) {
+    for (const auto& e : envs) s.env.insert(model::ParseKeyValue("--env", e));
+    for (const auto& c : constraints) s.constraints.insert(model::ParseKeyValue("--constraint", c));
+    model::Validate(s);
+  } catch (const model::SpecError& e) {
     throw UsageError(e.what());
   }
   json cmd = command;

@@ -7,7 +7,7 @@
 
 #include "cli/common.h"
 #include "core/net/http.h"
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 namespace pgfleet::cli {
 namespace {
@@ -68,7 +68,7 @@ int CmdRun(const std::vector<std::string>& all_args) {
     (after ? command : args).push_back(a);
   }
   Common common;
-  spec::JobSpec s;
+  model::JobSpec s;
   std::vector<std::string> envs, constraints, positional;
   std::string idem, network;
   bool wait = false, cpu_hard = false;
@@ -105,10 +105,10 @@ int CmdRun(const std::vector<std::string>& all_args) {
   s.command = command;
   s.cpu_hard_limit = cpu_hard;
   try {
-    for (const auto& e : envs) s.env.insert(spec::ParseKeyValue("--env", e));
-    for (const auto& c : constraints) s.constraints.insert(spec::ParseKeyValue("--constraint", c));
-    spec::Validate(s);
-  } catch (const spec::SpecError& e) {
+    for (const auto& e : envs) s.env.insert(model::ParseKeyValue("--env", e));
+    for (const auto& c : constraints) s.constraints.insert(model::ParseKeyValue("--constraint", c));
+    model::Validate(s);
+  } catch (const model::SpecError& e) {
     throw UsageError(e.what());
   }
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <thread>
 
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 namespace pgfleet::hostd {
 
@@ -20,7 +20,7 @@ bool Terminal(const std::string& kind) {
 }
 }  // namespace
 
-Agent::Agent(HostConfig config, net::Metrics& metrics)
+Agent::Agent(HostConfig config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       conn_(config_.dsn, "host " + config_.id),
@@ -192,9 +192,9 @@ void Agent::Reconcile(pqxx::connection& conn) {
       continue;
     }
     // Assigned to us but never delivered (scheduler died after commit, lost request).
-    spec::JobSpec spec;
+    model::JobSpec spec;
     try {
-      spec = spec::ParseJobSpec(json::parse(r[4].as<std::string>()));
+      spec = model::ParseJobSpec(json::parse(r[4].as<std::string>()));
     } catch (const std::exception& e) {
       Enqueue({{"job", job},
                {"attempt", attempt},

@@ -21,14 +21,15 @@
 #include <string>
 
 #include "core/db/connection.h"
+#include "core/model/constants.h"
 #include "core/net/http.h"
 #include "hostd/lease.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
 
-// The scheduler's default host TTL (migrations: settings.host_ttl_seconds = 10).
-inline constexpr int64_t kDefaultHostTtlMs = 10000;
+// The scheduler's default host TTL, until the database says otherwise.
+inline constexpr int64_t kDefaultHostTtlMs = model::kDefaultHostTtlSeconds * 1000;
 
 struct HostConfig {
   std::string id;
@@ -55,7 +56,7 @@ struct HostConfig {
 
 class Agent {
  public:
-  Agent(HostConfig config, net::Metrics& metrics);
+  Agent(HostConfig config, metrics::Registry& metrics);
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
   void Enqueue(nlohmann::json report);
@@ -74,7 +75,7 @@ class Agent {
   void SetTtl(int64_t ttl_ms);
 
   HostConfig config_;
-  net::Metrics& metrics_;
+  metrics::Registry& metrics_;
   Supervisor* supervisor_ = nullptr;
   db::ReconnectingConnection conn_;
   int64_t generation_ = 0;

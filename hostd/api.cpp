@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -20,36 +20,36 @@ constexpr size_t kParallelStarts = 4;
 struct StartItem {
   int64_t job = 0;
   int attempt = 0;
-  spec::JobSpec spec;
+  model::JobSpec spec;
 };
 
 // Parses the whole batch first so a bad item starts nothing. Throws SpecError.
 std::vector<StartItem> ParseStartBatch(const std::string& body) {
   json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) throw spec::SpecError("body", "body must be valid JSON");
+  if (j.is_discarded()) throw model::SpecError("body", "body must be valid JSON");
   if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
-    throw spec::SpecError("jobs", "body must be an object with a \"jobs\" array");
+    throw model::SpecError("jobs", "body must be an object with a \"jobs\" array");
   }
   std::vector<StartItem> items;
   size_t i = 0;
   for (const auto& e : j["jobs"]) {
     std::string at = "jobs[" + std::to_string(i++) + "]";
-    if (!e.is_object()) throw spec::SpecError(at, at + " must be an object");
+    if (!e.is_object()) throw model::SpecError(at, at + " must be an object");
     if (!e.contains("job") || !e["job"].is_number_integer() || e["job"].get<int64_t>() <= 0) {
-      throw spec::SpecError(at + ".job", at + ".job must be an integer > 0");
+      throw model::SpecError(at + ".job", at + ".job must be an integer > 0");
     }
     if (!e.contains("attempt") || !e["attempt"].is_number_integer() ||
         e["attempt"].get<int64_t>() <= 0 || e["attempt"].get<int64_t>() > INT32_MAX) {
-      throw spec::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
+      throw model::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
     }
-    if (!e.contains("spec")) throw spec::SpecError(at + ".spec", at + ".spec is required");
+    if (!e.contains("spec")) throw model::SpecError(at + ".spec", at + ".spec is required");
     StartItem item;
     item.job = e["job"].get<int64_t>();
     item.attempt = e["attempt"].get<int>();
     try {
-      item.spec = spec::ParseJobSpec(e["spec"]);
-    } catch (const spec::SpecError& err) {
-      throw spec::SpecError(at + ".spec." + err.field(), at + ".spec: " + err.what());
+      item.spec = model::ParseJobSpec(e["spec"]);
+    } catch (const model::SpecError& err) {
+      throw model::SpecError(at + ".spec." + err.field(), at + ".spec: " + err.what());
     }
     items.push_back(std::move(item));
   }
@@ -72,7 +72,7 @@ int IntParam(const httplib::Request& req, const char* name) {
   int64_t n = 0;
   if (v == "0") return 0;
   if (!ParseId(v, &n) || n > INT32_MAX) {
-    throw spec::SpecError(
+    throw model::SpecError(
         name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
   }
   return static_cast<int>(n);
@@ -94,7 +94,7 @@ std::string LastLines(const std::string& text, int lines) {
 }  // namespace
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, net::Metrics& metrics) {
+                const std::string& token, metrics::Registry& metrics) {
   server.set_payload_max_length(net::kMaxBodyBytes);
   server.set_pre_routing_handler(
       [token, &metrics](const httplib::Request& req, httplib::Response& res) {
@@ -131,7 +131,7 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
     std::vector<StartItem> items;
     try {
       items = ParseStartBatch(req.body);
-    } catch (const spec::SpecError& e) {
+    } catch (const model::SpecError& e) {
       metrics.Add("pgfleet_host_api_bad_requests_total", 1);
       net::ErrorResponse(res, 400, e.what());
       return;
@@ -194,7 +194,7 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
     int attempt;
     try {
       attempt = IntParam(req, "attempt");
-    } catch (const spec::SpecError& e) {
+    } catch (const model::SpecError& e) {
       return net::ErrorResponse(res, 400, e.what());
     }
     if (!supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
@@ -213,7 +213,7 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
       attempt = IntParam(req, "attempt");
       tail = IntParam(req, "tail");
       follow = IntParam(req, "follow");
-    } catch (const spec::SpecError& e) {
+    } catch (const model::SpecError& e) {
       return net::ErrorResponse(res, 400, e.what());
     }
     std::string path = supervisor.LogPath(id, attempt < 0 ? 0 : attempt);

@@ -18,6 +18,6 @@
 namespace pgfleet::hostd {
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, net::Metrics& metrics);
+                const std::string& token, metrics::Registry& metrics);
 
 }  // namespace pgfleet::hostd

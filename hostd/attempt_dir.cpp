@@ -33,7 +33,7 @@ json ToJson(const ShimRequest& r) {
               {"host_id", r.host_id},
               {"data_dir", r.data_dir},
               {"driver", r.driver},
-              {"spec", spec::ToJson(r.spec)},
+              {"spec", model::ToJson(r.spec)},
               {"fence_after_ms", r.fence_after_ms}};
 }
 
@@ -44,7 +44,7 @@ ShimRequest ShimRequestFromJson(const json& j) {
   r.host_id = j.at("host_id").get<std::string>();
   r.data_dir = j.at("data_dir").get<std::string>();
   r.driver = j.at("driver").get<std::string>();
-  r.spec = spec::ParseJobSpec(j.at("spec"));
+  r.spec = model::ParseJobSpec(j.at("spec"));
   r.fence_after_ms = j.value("fence_after_ms", static_cast<int64_t>(0));
   return r;
 }
@@ -150,7 +150,7 @@ State ReadState(const std::string& dir) {
         r.job.start_time = j.value("pid_start", static_cast<int64_t>(-1));
         r.shim.pid = j.value("shim_pid", 0);
         r.shim.start_time = j.value("shim_start", static_cast<int64_t>(-1));
-        r.stop_grace_seconds = j.value("stop_grace_seconds", spec::kDefaultStopGraceSeconds);
+        r.stop_grace_seconds = j.value("stop_grace_seconds", model::kDefaultStopGraceSeconds);
         if (r.job.pid > 0) st.started = r;
       } else if ((kind == "exited" || kind == "start_failed" || kind == "lost") && !st.outcome) {
         Outcome o;

@@ -46,7 +46,7 @@
 #include <optional>
 #include <string>
 
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 #include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd::attempt {
@@ -73,13 +73,13 @@ struct ShimRequest {
   std::string host_id;
   std::string data_dir;  // hostd's --data-dir (the container driver resolves rootfs names in it)
   std::string driver;    // "process" or "container"
-  spec::JobSpec spec;
+  model::JobSpec spec;
   // Self-fence: the shim SIGKILLs the job once the host's lease (lease.h) is
   // this old; 0 = never.
   int64_t fence_after_ms = 0;
 };
 nlohmann::json ToJson(const ShimRequest& r);
-// Throws std::exception (spec::SpecError for a bad spec) when malformed.
+// Throws std::exception (model::SpecError for a bad spec) when malformed.
 ShimRequest ShimRequestFromJson(const nlohmann::json& j);
 
 // A process identity that survives pid reuse: pid plus its start time.
@@ -105,7 +105,7 @@ std::string FormatProcessId(const ProcessId& id);
 struct JobRecord {
   ProcessId job;
   ProcessId shim;
-  int stop_grace_seconds = spec::kDefaultStopGraceSeconds;
+  int stop_grace_seconds = model::kDefaultStopGraceSeconds;
 };
 nlohmann::json ToJson(const JobRecord& r);
 

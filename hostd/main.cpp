@@ -14,7 +14,7 @@
 
 #include "core/db/connection.h"
 #include "core/net/http.h"
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 #include "core/util/log.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
       throw std::invalid_argument(fmt::format(
           "--host-ttl must be > --heartbeat-interval (got {:g} <= {:g})", host_ttl, heartbeat));
     }
-    for (const auto& l : labels) label_map.insert(pgfleet::spec::ParseKeyValue("--label", l));
+    for (const auto& l : labels) label_map.insert(pgfleet::model::ParseKeyValue("--label", l));
   } catch (const std::exception& e) {
     return Usage(e.what());
   }
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
   }
   if (advertise.empty()) advertise = "http://" + lhost + ":" + std::to_string(port);
 
-  pgfleet::net::Metrics metrics;
+  pgfleet::metrics::Registry metrics;
   pgfleet::hostd::HostConfig config;
   config.id = id;
   config.dsn = pgfleet::db::ResolveDsn(db);

@@ -24,7 +24,7 @@ using nlohmann::json;
 struct Supervisor::Record {
   int64_t job_id = 0;
   int attempt = 0;
-  spec::JobSpec spec;
+  model::JobSpec spec;
   std::string dir;
   std::string log_path;
   attempt::ProcessId shim;  // who to signal; set under mu_, once the shim answered
@@ -89,7 +89,7 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   sink_(rec->outcome_report);
 }
 
-Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const spec::JobSpec& spec,
+Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const model::JobSpec& spec,
                                           std::string* error) {
   auto rec = std::make_shared<Record>();
   rec->job_id = job_id;

@@ -83,7 +83,7 @@ class Supervisor {
   // (MarkReported) are skipped.
   RecoverSummary Recover();
 
-  StartResult Start(int64_t job_id, int attempt, const spec::JobSpec& spec, std::string* error);
+  StartResult Start(int64_t job_id, int attempt, const model::JobSpec& spec, std::string* error);
   // Stops the attempt (0 = the job's latest attempt here): SIGTERM, the job's
   // grace period, then SIGKILL. Returns immediately. An attempt not started yet
   // is marked so it never starts, and reported start_failed. False if nothing known.

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  pgfleet::net::Metrics metrics;
+  pgfleet::metrics::Registry metrics;
   httplib::Server server;
   pgfleet::net::AddHealthAndMetrics(server, metrics, id);
   auto colon = listen.rfind(':');

@@ -5,7 +5,7 @@
 
 #include <future>
 
-#include "core/db/constants.h"
+#include "core/model/constants.h"
 #include "core/placement/placement.h"
 #include "core/placement/reconcile.h"
 
@@ -56,9 +56,9 @@ std::vector<placement::HostView> LoadHosts(pqxx::work& tx,
 class Scheduler::Receiver : public pqxx::notification_receiver {
  public:
   Receiver(pqxx::connection_base& conn, Scheduler* owner)
-      : pqxx::notification_receiver(conn, db::kWorkChannel), owner_(owner) {}
+      : pqxx::notification_receiver(conn, model::kWorkChannel), owner_(owner) {}
   void operator()(const std::string& payload, int) override {
-    if (payload == db::kAllFormations) {
+    if (payload == model::kAllFormations) {
       owner_->all_dirty_ = true;
       return;
     }
@@ -73,7 +73,7 @@ class Scheduler::Receiver : public pqxx::notification_receiver {
   Scheduler* owner_;
 };
 
-Scheduler::Scheduler(Config config, net::Metrics& metrics)
+Scheduler::Scheduler(Config config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       listen_conn_(config_.dsn, "listen connection"),
@@ -85,7 +85,7 @@ void Scheduler::Listen(pqxx::connection& conn) {
   receiver_.reset();
   receiver_ = std::make_unique<Receiver>(conn, this);
   all_dirty_ = true;  // notifications sent while we were away are gone: full reconcile
-  spdlog::info("scheduler={} listening on {}", config_.id, db::kWorkChannel);
+  spdlog::info("scheduler={} listening on {}", config_.id, model::kWorkChannel);
 }
 
 void Scheduler::Heartbeat(pqxx::connection& conn) {
@@ -153,7 +153,10 @@ void Scheduler::ReconcileReplicas(pqxx::work& tx, int formation_id, const std::s
       name);
   std::vector<placement::ReplicaView> live;
   for (const auto& r : rows)
-    live.push_back({r[0].as<int64_t>(), r[1].as<std::string>(), r[2].as<bool>()});
+    live.push_back({r[0].as<int64_t>(),
+                    model::ParseReplicaState(r[1].as<std::string>()).value_or(
+                        model::ReplicaState::kRunning),
+                    r[2].as<bool>()});
   auto result = placement::ReconcileService(replicas, live);
   if (result.to_create > 0) {
     tx.exec_params(
@@ -226,7 +229,7 @@ bool Scheduler::WorkFormation(pqxx::connection& conn, int formation_id, const st
   size_t assigned_count = 0;
   // Optimistic rounds: plan against a snapshot, commit per host conditionally;
   // jobs whose host filled up meanwhile are re-planned against fresh state.
-  for (int round = 0; round < 3 && !todo.empty(); ++round) {
+  for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     auto plan = placement::PlanPlacements(todo, LoadHosts(tx, &urls));
     for (const auto& u : plan.unplaced) reasons[u.job_id] = u.reason;
     if (plan.placements.empty()) break;
@@ -378,8 +381,8 @@ void Scheduler::PruneFinished(pqxx::connection& conn) {
   int total = 0;
   for (int batch = 0; batch < 20; ++batch) {
     pqxx::work tx(conn);
-    if (!tx.exec_params1("select pg_try_advisory_xact_lock($1, $2)", db::kLockClass,
-                         db::kPruneLockKey)[0]
+    if (!tx.exec_params1("select pg_try_advisory_xact_lock($1, $2)", model::kLockClass,
+                         model::kPruneLockKey)[0]
              .as<bool>()) {
       return;  // another scheduler is pruning
     }

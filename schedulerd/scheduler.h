@@ -43,7 +43,7 @@ struct Dispatch {
 
 class Scheduler {
  public:
-  Scheduler(Config config, net::Metrics& metrics);
+  Scheduler(Config config, metrics::Registry& metrics);
   ~Scheduler();
   // Runs until *stop becomes true.
   void Run(const std::atomic<bool>& stop);
@@ -73,7 +73,7 @@ class Scheduler {
   void PruneFinished(pqxx::connection& conn);
 
   Config config_;
-  net::Metrics& metrics_;
+  metrics::Registry& metrics_;
   db::ReconnectingConnection listen_conn_;
   db::ReconnectingConnection work_conn_;
   std::unique_ptr<Receiver> receiver_;

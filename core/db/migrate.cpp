@@ -1,6 +1,6 @@
 #include "core/db/migrate.h"
 
-#include "core/db/constants.h"
+#include "core/model/constants.h"
 #include "core/db/embedded_sql.h"
 
 namespace pgfleet::db {
@@ -10,7 +10,7 @@ std::vector<std::string> Migrate(pqxx::connection& conn) {
   pqxx::work tx(conn, "migrate");
   // Quiet NOTICEs such as "schema already exists, skipping".
   tx.exec("set local client_min_messages = warning");
-  tx.exec_params("select pg_advisory_xact_lock($1, $2)", kLockClass, kMigrateLockKey);
+  tx.exec_params("select pg_advisory_xact_lock($1, $2)", model::kLockClass, model::kMigrateLockKey);
   tx.exec0("create schema if not exists pgfleet");
   tx.exec0(
       "create table if not exists pgfleet.schema_migrations ("

@@ -50,26 +50,7 @@ std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const s
   return c;
 }
 
-void Metrics::Add(const std::string& name, double delta) {
-  std::lock_guard<std::mutex> lock(mu_);
-  values_[name] += delta;
-}
-
-void Metrics::Set(const std::string& name, double value) {
-  std::lock_guard<std::mutex> lock(mu_);
-  values_[name] = value;
-}
-
-std::string Metrics::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string out;
-  for (auto& [k, v] : values_) {
-    out += k + " " + std::to_string(v) + "\n";
-  }
-  return out;
-}
-
-void AddHealthAndMetrics(httplib::Server& server, const Metrics& metrics, const std::string& who) {
+void AddHealthAndMetrics(httplib::Server& server, const metrics::Registry& metrics, const std::string& who) {
   server.Get("/health", [who](const httplib::Request&, httplib::Response& res) {
     res.set_content(nlohmann::json{{"status", "ok"}, {"id", who}}.dump(), "application/json");
   });

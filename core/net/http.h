@@ -1,8 +1,10 @@
 #pragma once
 // HTTP pieces shared by the daemons and the CLI: the cluster token, request
-// authentication, a client for a host's API URL, and Prometheus metrics.
+// authentication, a client for a host's API URL, /health and /metrics.
 
 #include <httplib.h>
+
+#include "core/metrics/metrics.h"
 
 #include <atomic>
 #include <map>
@@ -30,19 +32,7 @@ void ErrorResponse(httplib::Response& res, int status, const std::string& messag
 std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const std::string& token,
                                             int timeout_seconds = 5);
 
-// A tiny Prometheus registry: named counters and gauges, text exposition.
-class Metrics {
- public:
-  void Add(const std::string& name, double delta);
-  void Set(const std::string& name, double value);
-  std::string Render() const;  // "name value\n" lines, sorted by name
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::string, double> values_;
-};
-
 // Serves GET /health and GET /metrics (no auth: they reveal nothing sensitive).
-void AddHealthAndMetrics(httplib::Server& server, const Metrics& metrics, const std::string& who);
+void AddHealthAndMetrics(httplib::Server& server, const metrics::Registry& metrics, const std::string& who);
 
 }  // namespace pgfleet::net

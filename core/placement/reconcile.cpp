@@ -5,11 +5,8 @@
 namespace pgfleet::placement {
 namespace {
 
-int StateRank(const std::string& state) {
-  if (state == "pending") return 0;
-  if (state == "assigned") return 1;
-  return 2;  // running
-}
+// pending, assigned, running: the declaration order of ReplicaState.
+int StateRank(model::ReplicaState state) { return static_cast<int>(state); }
 
 // Order in which to stop replicas: least useful first.
 bool StopsBefore(const ReplicaView& a, const ReplicaView& b) {
@@ -38,12 +35,12 @@ ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& li
   // is already counted above); running ones go only as replacements run, so
   // never fewer than `desired` replicas serve during a drain.
   int staying_running = 0;
-  for (const auto& r : staying) staying_running += r.state == "running" ? 1 : 0;
+  for (const auto& r : staying) staying_running += r.state == model::ReplicaState::kRunning ? 1 : 0;
   staying_running = std::min(staying_running, desired);
   std::vector<ReplicaView> leaving_running;
   std::sort(leaving.begin(), leaving.end(), StopsBefore);
   for (const auto& r : leaving) {
-    if (r.state == "running") {
+    if (r.state == model::ReplicaState::kRunning) {
       leaving_running.push_back(r);
     } else {
       out.to_stop.push_back(r.id);

@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "core/model/states.h"
+
 namespace pgfleet::placement {
 
 struct ReplicaView {
   int64_t id = 0;
-  std::string state;             // "pending", "assigned" or "running"
+  model::ReplicaState state = model::ReplicaState::kPending;
   bool on_leaving_host = false;  // its host is draining or offline
 };
 

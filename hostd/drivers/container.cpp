@@ -538,7 +538,7 @@ std::string ContainerDriver::ResolveRootfs(const std::string& rootfs) const {
 }
 
 std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
-  const spec::JobSpec& spec = req.spec;
+  const model::JobSpec& spec = req.spec;
   const std::string ids = "job=" + std::to_string(req.job_id) +
                           " attempt=" + std::to_string(req.attempt) +
                           " host=" + (req.host_id.empty() ? opts_.host_id : req.host_id);
@@ -653,7 +653,7 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   limits.memory_bytes = static_cast<int64_t>(spec.memory) << 20;
   limits.cpu_millicores = spec.cpu;
   limits.cpu_hard_limit = spec.cpu_hard_limit;
-  limits.pids_max = spec.pids_max > 0 ? spec.pids_max : spec::kDefaultPidsMax;
+  limits.pids_max = spec.pids_max > 0 ? spec.pids_max : model::kDefaultPidsMax;
   std::unique_ptr<JobCgroup> cgroup;
   try {
     cgroup = std::make_unique<JobCgroup>(sys_, cgroup_path, limits);

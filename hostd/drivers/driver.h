@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 namespace pgfleet::hostd {
 
@@ -25,7 +25,7 @@ class DriverError : public std::runtime_error {
 struct RunRequest {
   int64_t job_id = 0;
   int attempt = 0;
-  spec::JobSpec spec;
+  model::JobSpec spec;
   std::string job_dir;   // per-attempt directory, created by hostd, writable by the job
   std::string log_path;  // file receiving the job's stdout and stderr (combined, appended)
   std::string host_id;   // for naming (cgroup path, hostname prefix...)

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/db/constants.h"
+#include "core/model/constants.h"
 #include "core/db/migrate.h"
 #include "tests/support/test_support.h"
 
@@ -186,7 +186,7 @@ TEST(JobsTable, IllegalStateTransitionByUpdateIsRejected) {
 TEST(JobsTrigger, NotifiesOncePerFormationPerStatement) {
   TestDatabase db;
   auto listener = db.Connect();
-  Collector collector(*listener, db::kWorkChannel);
+  Collector collector(*listener, model::kWorkChannel);
 
   auto writer = db.Connect();
   {
@@ -225,7 +225,7 @@ TEST(JobsTrigger, NotifiesOncePerFormationPerStatement) {
 TEST(JobsTrigger, RolledBackInsertNotifiesNothing) {
   TestDatabase db;
   auto listener = db.Connect();
-  Collector collector(*listener, db::kWorkChannel);
+  Collector collector(*listener, model::kWorkChannel);
   auto writer = db.Connect();
   {
     pqxx::work tx(*writer);
@@ -315,7 +315,7 @@ void MigrateConcurrently(int threads) {
   // Exactly one of the runs applied each migration.
   EXPECT_EQ(static_cast<long long>(total_applied), migrations);
   EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
-  EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(db::kLockClass));
+  EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(model::kLockClass));
 }
 
 TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
@@ -324,7 +324,7 @@ TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }
 
 TEST(Constants, SqlLockClassEqualsCppConstant) {
   TestDatabase db;
-  EXPECT_EQ(db.Count("select pgfleet.lock_class()"), db::kLockClass);
+  EXPECT_EQ(db.Count("select pgfleet.lock_class()"), model::kLockClass);
 }
 
 // --- Documentation ----------------------------------------------------------

@@ -1,4 +1,4 @@
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-namespace pgfleet::spec {
+namespace pgfleet::model {
 namespace {
 
 using nlohmann::json;
@@ -250,4 +250,4 @@ TEST(ParseKeyValue, RejectsMissingEquals) {
 }
 
 }  // namespace
-}  // namespace pgfleet::spec
+}  // namespace pgfleet::model

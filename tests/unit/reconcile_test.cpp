@@ -6,7 +6,7 @@ namespace pgfleet::placement {
 namespace {
 
 ReplicaView R(int64_t id, const std::string& state, bool leaving = false) {
-  return {id, state, leaving};
+  return {id, model::ParseReplicaState(state).value(), leaving};
 }
 
 TEST(ReconcileService, CreatesMissingReplicas) {
@@ -81,7 +81,7 @@ TEST(ReconcileService, NeverFewerThanDesiredServeDuringAnyDrainStep) {
       int running_kept = 0;
       for (const auto& v : live) {
         bool stopped = std::find(r.to_stop.begin(), r.to_stop.end(), v.id) != r.to_stop.end();
-        if (v.state == "running" && !stopped) ++running_kept;
+        if (v.state == model::ReplicaState::kRunning && !stopped) ++running_kept;
       }
       EXPECT_GE(running_kept, std::min(desired, running))
           << "desired=" << desired << " mask=" << mask;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace pgfleet::spec {
+namespace pgfleet::model {
 
 // A rule broken by one field. what() reads "<field> <rule> (got <value>)".
 class SpecError : public std::invalid_argument {
@@ -63,4 +63,4 @@ nlohmann::json ToJson(const JobSpec& s);
 // Throws SpecError(field, ...) when there is no '=' or the key is empty.
 std::pair<std::string, std::string> ParseKeyValue(const std::string& field, const std::string& kv);
 
-}  // namespace pgfleet::spec
+}  // namespace pgfleet::model

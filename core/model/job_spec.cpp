@@ -1,8 +1,8 @@
-#include "core/spec/job_spec.h"
+#include "core/model/job_spec.h"
 
 #include <set>
 
-namespace pgfleet::spec {
+namespace pgfleet::model {
 namespace {
 
 using nlohmann::json;
@@ -168,4 +168,4 @@ std::pair<std::string, std::string> ParseKeyValue(const std::string& field, cons
   return {kv.substr(0, eq), kv.substr(eq + 1)};
 }
 
-}  // namespace pgfleet::spec
+}  // namespace pgfleet::model

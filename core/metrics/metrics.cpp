@@ -1,0 +1,39 @@
+#include "core/metrics/metrics.h"
+
+#include <cstdio>
+
+namespace pgfleet::metrics {
+
+void Registry::Describe(const std::string& name, const std::string& help) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_[name].help = help;
+}
+
+void Registry::Add(const std::string& name, double delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Metric& m = metrics_[name];
+  m.value += delta;
+  m.counter = true;
+}
+
+void Registry::Set(const std::string& name, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Metric& m = metrics_[name];
+  m.value = value;
+  m.counter = false;
+}
+
+std::string Registry::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  char value[64];
+  for (const auto& [name, m] : metrics_) {
+    std::snprintf(value, sizeof value, "%.17g", m.value);
+    out += "# HELP " + name + " " + (m.help.empty() ? name : m.help) + "\n";
+    out += "# TYPE " + name + (m.counter ? " counter\n" : " gauge\n");
+    out += name + " " + value + "\n";
+  }
+  return out;
+}
+
+}  // namespace pgfleet::metrics

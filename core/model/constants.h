@@ -1,0 +1,38 @@
+#pragma once
+// Facts the database and the daemons must agree on, defined once on the C++
+// side. Where SQL needs the same fact it has a function returning it
+// (pgfleet.lock_class(), pgfleet.work_channel(), ...) or a setting, and
+// tests/integration checks that both sides agree.
+
+namespace pgfleet::model {
+
+// Class (first key) of every pgfleet advisory lock, two-integer form, so our
+// locks never collide with other applications' (hashed 32-bit keys do).
+// SQL: pgfleet.lock_class(). 'pgft'.
+inline constexpr int kLockClass = 0x70676674;
+// Second key of the lock serializing `pgfleet migrate` (formation ids are > 0).
+inline constexpr int kMigrateLockKey = -1;
+// Second key of the lock that lets one scheduler at a time prune old jobs.
+inline constexpr int kPruneLockKey = -2;
+
+// Channel the jobs trigger NOTIFYs; payload is a formation id, or
+// kAllFormations when capacity was freed and every formation with pending
+// jobs should be retried. SQL: pgfleet.work_channel(), pgfleet.all_formations().
+inline constexpr const char* kWorkChannel = "pgfleet_work";
+inline constexpr const char* kAllFormations = "*";
+
+// A host silent for this long (by the database clock) is lost, unless the
+// setting host_ttl_seconds in pgfleet.settings says otherwise.
+// SQL: the default of pgfleet.host_ttl().
+inline constexpr int kDefaultHostTtlSeconds = 10;
+
+// A job whose attempts were lost with this many hosts fails (it may be what
+// kills them). SQL: pgfleet.host_loss_limit().
+inline constexpr int kHostLossLimit = 3;
+
+// Optimistic placement: a formation's unplaced jobs are re-planned against a
+// fresh snapshot at most this many times per transaction when another
+// scheduler took the capacity first (scheduler-only; no SQL counterpart).
+inline constexpr int kReplanRounds = 3;
+
+}  // namespace pgfleet::model

@@ -1,0 +1,98 @@
+#include "core/model/report.h"
+
+#include <stdexcept>
+
+namespace pgfleet::model {
+
+using nlohmann::json;
+
+Report Report::Running(int64_t job, int attempt, int64_t pid) {
+  Report r;
+  r.job = job;
+  r.attempt = attempt;
+  r.kind = ReportKind::kRunning;
+  r.pid = pid;
+  return r;
+}
+
+Report Report::StartFailed(int64_t job, int attempt, std::string error) {
+  Report r;
+  r.job = job;
+  r.attempt = attempt;
+  r.kind = ReportKind::kStartFailed;
+  r.error = std::move(error);
+  return r;
+}
+
+Report Report::Lost(int64_t job, int attempt, std::string error) {
+  Report r = StartFailed(job, attempt, std::move(error));
+  r.kind = ReportKind::kLost;
+  return r;
+}
+
+json ToJson(const Report& r) {
+  json j{{"job", r.job}, {"attempt", r.attempt}, {"kind", std::string(ToString(r.kind))}};
+  switch (r.kind) {
+    case ReportKind::kRunning:
+      j["pid"] = r.pid;
+      return j;
+    case ReportKind::kExited:
+      j["exit_code"] = r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);
+      j["signal"] = r.signal > 0 ? json(r.signal) : json(nullptr);
+      j["oom_killed"] = r.oom_killed;
+      j["peak_memory_bytes"] = r.peak_memory_bytes;
+      j["cpu_seconds"] = r.cpu_seconds;
+      j["output_tail"] = r.output_tail;
+      break;
+    case ReportKind::kStartFailed:
+    case ReportKind::kLost:
+      break;
+  }
+  j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  return j;
+}
+
+namespace {
+
+const json& Field(const json& j, const char* name, bool (json::*is)() const noexcept,
+                  const char* rule) {
+  auto it = j.find(name);
+  if (it == j.end() || !((*it).*is)()) {
+    throw std::invalid_argument(std::string("report ") + name + " must be " + rule);
+  }
+  return *it;
+}
+
+template <typename T>
+T Optional(const json& j, const char* name, T fallback) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw std::invalid_argument(std::string("report ") + name + " has the wrong type");
+  }
+}
+
+}  // namespace
+
+Report ReportFromJson(const json& j) {
+  if (!j.is_object()) throw std::invalid_argument("report must be a JSON object");
+  Report r;
+  r.job = Field(j, "job", &json::is_number_integer, "an integer").get<int64_t>();
+  r.attempt = Field(j, "attempt", &json::is_number_integer, "an integer").get<int>();
+  const auto kind = ParseReportKind(Field(j, "kind", &json::is_string, "a string").get<std::string>());
+  if (!kind) throw std::invalid_argument("report kind must be running, exited, start_failed or lost");
+  r.kind = *kind;
+  r.pid = Optional<int64_t>(j, "pid", 0);
+  r.exit_code = Optional<int>(j, "exit_code", -1);
+  r.signal = Optional<int>(j, "signal", 0);
+  r.oom_killed = Optional<bool>(j, "oom_killed", false);
+  r.peak_memory_bytes = Optional<int64_t>(j, "peak_memory_bytes", 0);
+  r.cpu_seconds = Optional<double>(j, "cpu_seconds", 0);
+  r.output_tail = Optional<std::string>(j, "output_tail", "");
+  r.error = Optional<std::string>(j, "error", "");
+  return r;
+}
+
+}  // namespace pgfleet::model

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include "core/model/report.h"
+#include "core/model/states.h"
+
+namespace pgfleet::model {
+namespace {
+
+TEST(States, EveryJobStateRoundTripsThroughItsName) {
+  for (auto s : {JobState::kPending, JobState::kAssigned, JobState::kRunning, JobState::kSucceeded,
+                 JobState::kFailed, JobState::kCancelled}) {
+    EXPECT_EQ(s, ParseJobState(ToString(s)).value()) << ToString(s);
+  }
+  EXPECT_FALSE(ParseJobState("Running").has_value());
+  EXPECT_FALSE(ParseJobState("").has_value());
+  EXPECT_TRUE(IsFinal(JobState::kCancelled));
+  EXPECT_FALSE(IsFinal(JobState::kRunning));
+}
+
+TEST(States, AttemptStatesOutcomesAndReportKindsRoundTrip) {
+  for (auto s : {AttemptState::kStarting, AttemptState::kRunning, AttemptState::kStopping,
+                 AttemptState::kExited, AttemptState::kStartFailed, AttemptState::kLost}) {
+    EXPECT_EQ(s, ParseAttemptState(ToString(s)).value());
+  }
+  for (auto o : {ExitOutcome::kExited, ExitOutcome::kStartFailed, ExitOutcome::kLost}) {
+    EXPECT_EQ(o, ParseExitOutcome(ToString(o)).value());
+    // The outcome, the attempt state it leads to and its report share one name.
+    EXPECT_EQ(ToString(o), ToString(StateAfter(o)));
+    EXPECT_EQ(ToString(o), ToString(ReportKindOf(o)));
+    EXPECT_FALSE(IsLive(StateAfter(o)));
+  }
+  for (auto k : {ReportKind::kRunning, ReportKind::kExited, ReportKind::kStartFailed,
+                 ReportKind::kLost}) {
+    EXPECT_EQ(k, ParseReportKind(ToString(k)).value());
+  }
+  for (auto r : {ReplicaState::kPending, ReplicaState::kAssigned, ReplicaState::kRunning}) {
+    EXPECT_EQ(r, ParseReplicaState(ToString(r)).value());
+    EXPECT_TRUE(ParseJobState(ToString(r)).has_value());  // a replica state is a job state
+  }
+  EXPECT_FALSE(ParseReplicaState("succeeded").has_value());
+}
+
+TEST(Report, RunningIsWrittenWithItsPidOnly) {
+  auto j = ToJson(Report::Running(7, 2, 4242));
+  EXPECT_EQ(R"({"attempt":2,"job":7,"kind":"running","pid":4242})", j.dump());
+}
+
+TEST(Report, ExitedWritesNullForNoExitCodeAndNoSignal) {
+  Report r;
+  r.job = 1;
+  r.attempt = 1;
+  r.kind = ReportKind::kExited;
+  r.signal = 9;
+  r.oom_killed = true;
+  r.output_tail = "bye\n";
+  auto j = ToJson(r);
+  EXPECT_TRUE(j["exit_code"].is_null());
+  EXPECT_EQ(9, j["signal"]);
+  EXPECT_TRUE(j["error"].is_null());
+  Report back = ReportFromJson(j);
+  EXPECT_EQ(-1, back.exit_code);
+  EXPECT_EQ(9, back.signal);
+  EXPECT_TRUE(back.oom_killed);
+  EXPECT_EQ("bye\n", back.output_tail);
+  EXPECT_TRUE(back.final());
+}
+
+TEST(Report, LostAndStartFailedCarryTheirError) {
+  auto lost = ReportFromJson(ToJson(Report::Lost(3, 4, "shim gone")));
+  EXPECT_EQ(ReportKind::kLost, lost.kind);
+  EXPECT_EQ("shim gone", lost.error);
+  auto failed = ReportFromJson(ToJson(Report::StartFailed(3, 4, "exec: no such file")));
+  EXPECT_EQ(ReportKind::kStartFailed, failed.kind);
+}
+
+TEST(Report, DecodingNamesTheBadField) {
+  try {
+    ReportFromJson(nlohmann::json{{"job", "x"}, {"attempt", 1}, {"kind", "running"}});
+    FAIL() << "accepted a string job id";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ("report job must be an integer", e.what());
+  }
+  EXPECT_THROW(ReportFromJson(nlohmann::json{{"job", 1}, {"attempt", 1}, {"kind", "done"}}),
+               std::invalid_argument);
+  EXPECT_THROW(ReportFromJson(nlohmann::json::array()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pgfleet::model
