@@ -25,6 +25,7 @@ pqxx::connection* ReconnectingConnection::Get() {
   if (now < next_try_) return nullptr;
   try {
     conn_ = Connect(dsn_);
+    if (on_connect_) on_connect_(*conn_);
     if (down_logged_) spdlog::warn("{}: database connection restored", who_);
     down_logged_ = false;
     backoff_ = std::chrono::milliseconds(0);

@@ -3,6 +3,7 @@
 // --db, else $PGFLEET_DB, else libpq's own PG* variables.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
@@ -20,6 +21,12 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& dsn);
 class ReconnectingConnection {
  public:
   ReconnectingConnection(std::string dsn, std::string who);
+  // Runs on every newly opened connection before Get() returns it (prepare
+  // the process's statements here). An exception from it counts as a failed
+  // connection attempt.
+  void SetOnConnect(std::function<void(pqxx::connection&)> on_connect) {
+    on_connect_ = std::move(on_connect);
+  }
   // Returns an open connection or nullptr when the database is unreachable now
   // (and the backoff has not yet elapsed, or the attempt failed).
   pqxx::connection* Get();
@@ -32,6 +39,7 @@ class ReconnectingConnection {
  private:
   std::string dsn_;
   std::string who_;
+  std::function<void(pqxx::connection&)> on_connect_;
   std::unique_ptr<pqxx::connection> conn_;
   std::chrono::steady_clock::time_point next_try_{};
   std::chrono::milliseconds backoff_{0};
