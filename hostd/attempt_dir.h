@@ -47,6 +47,7 @@
 #include <string>
 
 #include "core/model/job_spec.h"
+#include "core/model/states.h"
 #include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd::attempt {
@@ -58,6 +59,10 @@ inline constexpr const char* kShimLogFile = "shim.log";  // in the data dir
 
 inline constexpr int kStopSignal = SIGTERM;  // shim: SIGTERM the job
 inline constexpr int kKillSignal = SIGUSR1;  // shim: SIGKILL the job
+
+// <data_dir>/jobs, and the directory of one attempt in it.
+std::string JobsDir(const std::string& data_dir);
+std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt);
 
 // Descriptors a shim runs with: 3 = write end of the start pipe (the shim
 // writes "ok <job pid>" or "fail <message>" and closes it), 4 = the attempt
@@ -111,8 +116,8 @@ nlohmann::json ToJson(const JobRecord& r);
 
 // An outcome record.
 struct Outcome {
-  std::string kind;   // "exited", "start_failed" or "lost"
-  ExitStatus status;  // for "exited"; status.error carries the message of the others
+  model::ExitOutcome kind = model::ExitOutcome::kExited;
+  ExitStatus status;  // for kExited; status.error carries the message of the others
 };
 nlohmann::json ToJson(const Outcome& o);
 

@@ -53,7 +53,7 @@ void TellHostd(const std::string& message) {
 [[noreturn]] void FailStart(const std::string& dir, const std::string& ids,
                             const std::string& message) {
   attempt::Outcome o;
-  o.kind = "start_failed";
+  o.kind = model::ExitOutcome::kStartFailed;
   o.status.error = message;
   std::string err;
   if (!attempt::AppendRecord(dir, attempt::ToJson(o), &err)) spdlog::error("{} {}", ids, err);
@@ -192,7 +192,7 @@ void RunShim(const std::string& dir, Driver* prepared) {
   std::thread([running, dir, ids, lock_fd] {
     ExitStatus st = running->Wait();
     attempt::Outcome o;
-    o.kind = "exited";
+    o.kind = model::ExitOutcome::kExited;
     o.status = st;
     {
       std::lock_guard<std::mutex> lock(g_fence_mu);
