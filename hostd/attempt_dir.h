@@ -4,11 +4,16 @@
 // with mkdir (the at-most-once marker: a directory that exists is never
 // started again). Everything a restarted hostd needs to re-attach is here:
 //
-//   the directory itself  flock(LOCK_EX) on it is held for the shim's whole
-//               life. hostd takes it before the shim exists and hands it over
-//               (same open file description), so a starting shim never looks
-//               dead. "Shim alive" == "lock held": immune to pid reuse, and
-//               the kernel releases it however the shim dies.
+//   the directory itself  flock(LOCK_EX) on it is held from just before
+//               the shim is launched until the shim has recorded the job's
+//               outcome (it then unlocks and exits) or died. hostd takes it
+//               before the shim exists and hands it over (same open file
+//               description), so a starting shim never looks dead; if hostd
+//               dies before the launch, the kernel drops it with hostd's
+//               descriptor. "Shim alive" (ShimAlive) == "lock held": immune to
+//               pid reuse, and the kernel releases it however the shim dies.
+//               What it does not say: that the job still runs (a shim may be
+//               between the job's exit and its outcome record).
 //   state.jsonl the attempt's records, one JSON object per line, each
 //               appended with a single O_APPEND write (so a line is whole or,
 //               if its writer died mid-write, ignored by readers):

@@ -70,7 +70,7 @@ struct SupervisorOptions {
   // RLIMIT_NOFILE soft limit for shims and their jobs (hostd raises its own);
   // 0 = inherit hostd's.
   uint64_t job_nofile = 0;
-  // How long Start() waits for the shim's "started" or "failed".
+  // How long Start() waits for the shim's answer ("ok <pid>" or "fail <message>").
   std::chrono::milliseconds start_timeout{20000};
 };
 
