@@ -10,6 +10,7 @@
 // time after which schedulers may declare the host lost and run its jobs
 // elsewhere (docs/failures-hostd.md). The lease file (lease.h) carries the
 // time of the last successful heartbeat to the shims and to the next hostd.
+// The SQL it runs is in store.h, prepared on every new connection.
 
 #include <atomic>
 #include <chrono>
