@@ -14,10 +14,6 @@ using nlohmann::json;
 
 namespace {
 constexpr size_t kReportBatch = 500;
-
-bool Terminal(const std::string& kind) {
-  return kind == "exited" || kind == "start_failed" || kind == "lost";
-}
 }  // namespace
 
 Agent::Agent(HostConfig config, metrics::Registry& metrics)
@@ -26,6 +22,7 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
       conn_(config_.dsn, "host " + config_.id),
       lease_(config_.data_dir) {
   ttl_ms_ = config_.host_ttl.count();
+  conn_.SetOnConnect(store::Prepare);
 }
 
 void Agent::NoteContact(int64_t sent_boottime_ns) {
@@ -45,7 +42,7 @@ void Agent::SetTtl(int64_t ttl_ms) {
   }
 }
 
-void Agent::Enqueue(json report) {
+void Agent::Enqueue(model::Report report) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(report));
@@ -63,28 +60,24 @@ void Agent::Wake() {
 }
 
 void Agent::Register(pqxx::connection& conn) {
-  json labels = config_.labels;
   int64_t sent = BootTimeNs();
   pqxx::work tx(conn);
-  generation_ = tx.exec_params1("select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7)",
-                                config_.id, config_.api_url, config_.cpu, config_.memory,
-                                labels.dump(), config_.driver, config_.driver_note)[0]
-                    .as<int64_t>();
+  generation_ = store::RegisterHost(tx, config_);
   // The TTL schedulers judge us by; fencing later than that would let two
   // attempts of a job overlap.
-  double db_ttl = tx.exec1("select extract(epoch from pgfleet.host_ttl())::float8")[0].as<double>();
+  std::chrono::milliseconds db_ttl = store::HostTtl(tx);
   tx.commit();
   registered_ = true;
   NoteContact(sent);
-  auto db_ttl_ms = static_cast<int64_t>(db_ttl * 1000);
-  int64_t ttl = std::min<int64_t>(config_.host_ttl.count(), db_ttl_ms);
+  int64_t ttl = std::min<int64_t>(config_.host_ttl.count(), db_ttl.count());
   if (ttl != ttl_ms_.load()) SetTtl(ttl);
   if (ttl < config_.host_ttl.count() && !ttl_warned_) {
     ttl_warned_ = true;
     spdlog::warn(
         "host={} the database's host TTL is {:.1f} s, shorter than --host-ttl {:.1f} s: "
         "self-fencing uses {:.1f} s",
-        config_.id, db_ttl, config_.host_ttl.count() / 1000.0, db_ttl);
+        config_.id, db_ttl.count() / 1000.0, config_.host_ttl.count() / 1000.0,
+        db_ttl.count() / 1000.0);
   }
   spdlog::info("host={} registered generation={} api={} cpu={}m memory={}MiB driver={}", config_.id,
                generation_, config_.api_url, config_.cpu, config_.memory, config_.driver);
@@ -93,22 +86,20 @@ void Agent::Register(pqxx::connection& conn) {
 void Agent::Heartbeat(pqxx::connection& conn) {
   int64_t sent = BootTimeNs();
   pqxx::work tx(conn);
-  auto r = tx.exec_params("select state, generation from pgfleet.heartbeat($1, $2, $3)", config_.id,
-                          generation_, static_cast<int>(supervisor_->LiveCount()));
+  auto status =
+      store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()));
   tx.commit();
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
-  if (r.empty()) {
+  if (!status) {
     spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
     registered_ = false;
     return;
   }
-  std::string state = r[0][0].as<std::string>();
-  int64_t gen = r[0][1].as<int64_t>();
-  if (state == "lost" || gen != generation_) {
+  if (status->lost || status->generation != generation_) {
     // We were declared lost (or another hostd took our id): our attempts may
     // have been superseded. Re-register; the reconcile kills what is not ours.
     spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering",
-                 config_.id, state, gen, generation_);
+                 config_.id, status->state, status->generation, generation_);
     registered_ = false;
     return;
   }
@@ -116,34 +107,31 @@ void Agent::Heartbeat(pqxx::connection& conn) {
 }
 
 bool Agent::Flush(pqxx::connection& conn) {
-  std::vector<json> batch;
+  std::vector<model::Report> batch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     while (!queue_.empty() && batch.size() < kReportBatch) {
-      batch.push_back(queue_.front());
+      batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
   }
   if (batch.empty()) return false;
-  json arr = batch;
   try {
     pqxx::work tx(conn);
-    auto rows = tx.exec_params(
-        "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)",
-        config_.id, generation_, arr.dump(-1, ' ', false, json::error_handler_t::replace));
+    auto results = store::ReportJobs(tx, config_.id, generation_, batch);
     tx.commit();
     metrics_.Add("pgfleet_host_reports_total", static_cast<double>(batch.size()));
-    for (const auto& r : rows) {
-      int64_t job = r[0].as<int64_t>();
-      int attempt = r[1].as<int>();
-      std::string kind = r[2].as<std::string>();
+    for (const auto& r : results) {
+      std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
       // Settled either way: a restarted hostd must not report it again.
-      if (Terminal(kind)) supervisor_->MarkReported(job, attempt);
-      if (r[3].as<bool>()) continue;
+      if (r.kind && *r.kind != model::ReportKind::kRunning) {
+        supervisor_->MarkReported(r.job, r.attempt);
+      }
+      if (r.accepted) continue;
       spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
-                   job, attempt, kind);
+                   r.job, r.attempt, kind);
       metrics_.Add("pgfleet_host_reports_rejected_total", 1);
-      supervisor_->Rejected(job, attempt);
+      supervisor_->Rejected(r.job, r.attempt);
     }
   } catch (...) {
     // Keep the reports, in order, for the next try.
@@ -157,67 +145,63 @@ bool Agent::Flush(pqxx::connection& conn) {
 void Agent::Reconcile(pqxx::connection& conn) {
   auto snapshot_time = Clock::now();
   pqxx::work tx(conn);
-  auto rows = tx.exec_params(
-      "select j.id, j.attempt, j.state, j.desired_state, pgfleet.job_spec(j)::text"
-      "  from pgfleet.host_jobs($1) j",
-      config_.id);
+  auto jobs = store::AssignedJobs(tx, config_.id);
   tx.commit();
   std::set<std::pair<int64_t, int>> wanted;
-  for (const auto& r : rows) {
-    int64_t job = r[0].as<int64_t>();
-    int attempt = r[1].as<int>();
-    std::string state = r[2].as<std::string>();
-    wanted.insert({job, attempt});
-    if (r[3].as<std::string>() == "stop") {
-      supervisor_->Stop(job, attempt);
-      continue;
-    }
-    if (supervisor_->Known(job, attempt)) {
-      // Assigned to us, yet we ran it and our reports were rejected: they
-      // beat the assignment's commit (a scheduler that dispatched what it
-      // then rolled back, and later assigned the same attempt for real). It
-      // ran here exactly once; say how it went, now that it counts.
-      if (state == "assigned") {
-        for (auto& report : supervisor_->Replay(job, attempt)) Enqueue(std::move(report));
-      }
-      continue;
-    }
-    if (state == "running") {
-      // Reported running by an earlier life of this hostd, and nothing on
-      // disk to re-attach to (Recover() adopted every attempt with a shim).
-      Enqueue({{"job", job},
-               {"attempt", attempt},
-               {"kind", "lost"},
-               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
-      continue;
-    }
-    // Assigned to us but never delivered (scheduler died after commit, lost request).
-    model::JobSpec spec;
-    try {
-      spec = model::ParseJobSpec(json::parse(r[4].as<std::string>()));
-    } catch (const std::exception& e) {
-      Enqueue({{"job", job},
-               {"attempt", attempt},
-               {"kind", "start_failed"},
-               {"error", std::string("invalid job spec: ") + e.what()}});
-      continue;
-    }
-    std::string err;
-    auto res = supervisor_->Start(job, attempt, spec, &err);
-    if (res == Supervisor::StartResult::kPreviousLife) {
-      Enqueue({{"job", job},
-               {"attempt", attempt},
-               {"kind", "lost"},
-               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
-    } else if (res == Supervisor::StartResult::kStarted) {
-      spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job, attempt);
-    }
+  for (const auto& job : jobs) {
+    wanted.insert({job.job, job.attempt});
+    ReconcileJob(job);
   }
   // Fencing: anything live here that the database no longer assigns to us was
   // superseded (host declared lost, dispatch requeued). Only attempts started
   // before the snapshot are judged, so a fresh dispatch is never mistaken.
   for (const auto& key : supervisor_->LiveStartedBefore(snapshot_time)) {
     if (!wanted.count(key)) supervisor_->Kill(key.first, key.second);
+  }
+}
+
+void Agent::ReconcileJob(const store::HostJob& job) {
+  if (!job.state) {
+    spdlog::error("job={} attempt={} has state \"{}\", unknown to this hostd: left alone", job.job,
+                  job.attempt, job.state_name);
+    return;
+  }
+  if (job.stop_wanted) {
+    supervisor_->Stop(job.job, job.attempt);
+    return;
+  }
+  if (supervisor_->Known(job.job, job.attempt)) {
+    // Assigned to us, yet we ran it and our reports were rejected: they
+    // beat the assignment's commit (a scheduler that dispatched what it
+    // then rolled back, and later assigned the same attempt for real). It
+    // ran here exactly once; say how it went, now that it counts.
+    if (*job.state == model::JobState::kAssigned) {
+      for (auto& report : supervisor_->Replay(job.job, job.attempt)) Enqueue(std::move(report));
+    }
+    return;
+  }
+  if (*job.state == model::JobState::kRunning) {
+    // Reported running by an earlier life of this hostd, and nothing on
+    // disk to re-attach to (Recover() adopted every attempt with a shim).
+    Enqueue(model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt));
+    return;
+  }
+  // Assigned to us but never delivered (scheduler died after commit, lost request).
+  model::JobSpec spec;
+  try {
+    spec = model::ParseJobSpec(json::parse(job.spec_json));
+  } catch (const std::exception& e) {
+    Enqueue(model::Report::StartFailed(job.job, job.attempt,
+                                       std::string("invalid job spec: ") + e.what()));
+    return;
+  }
+  std::string err;
+  auto res = supervisor_->Start(job.job, job.attempt, spec, &err);
+  if (res == Supervisor::StartResult::kPreviousLife) {
+    Enqueue(model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt));
+  } else if (res == Supervisor::StartResult::kStarted) {
+    spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job.job,
+                 job.attempt);
   }
 }
 

@@ -10,56 +10,31 @@
 // time after which schedulers may declare the host lost and run its jobs
 // elsewhere (docs/failures-hostd.md). The lease file (lease.h) carries the
 // time of the last successful heartbeat to the shims and to the next hostd.
+// The SQL it runs is in store.h, prepared on every new connection.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/db/connection.h"
-#include "core/model/constants.h"
+#include "core/model/report.h"
 #include "core/net/http.h"
+#include "hostd/host_config.h"
 #include "hostd/lease.h"
+#include "hostd/store.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
-
-// The scheduler's default host TTL, until the database says otherwise.
-inline constexpr int64_t kDefaultHostTtlMs = model::kDefaultHostTtlSeconds * 1000;
-
-struct HostConfig {
-  std::string id;
-  std::string dsn;
-  std::string api_url;  // advertised
-  int cpu = 0;          // millicores
-  int memory = 0;       // MiB
-  std::map<std::string, std::string> labels;
-  std::string driver;
-  std::string driver_note;
-  std::chrono::milliseconds heartbeat_interval{2000};
-  std::chrono::milliseconds reconcile_interval{5000};
-  // Self-fence: SIGKILL all jobs when no heartbeat succeeded for host_ttl
-  // (less a small margin, SelfFenceAfter). The database's pgfleet.host_ttl()
-  // wins when shorter.
-  bool self_fence = true;
-  // Also each job's shim fences its job when the lease runs out, so the
-  // guarantee holds while hostd itself is down or hung (lease.h). Off by
-  // default: a dead hostd then leaves its jobs running until it is back.
-  bool shim_fence = false;
-  std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};
-  std::string data_dir;  // where the lease file lives
-};
 
 class Agent {
  public:
   Agent(HostConfig config, metrics::Registry& metrics);
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
-  void Enqueue(nlohmann::json report);
+  void Enqueue(model::Report report);
   // Runs until *stop; reports still queued then are flushed if the database is up.
   void Run(const std::atomic<bool>& stop);
   // Asks for a reconcile soon (e.g. after a dispatch).
@@ -70,6 +45,8 @@ class Agent {
   void Heartbeat(pqxx::connection& conn);
   bool Flush(pqxx::connection& conn);
   void Reconcile(pqxx::connection& conn);
+  // The reconcile's decision for one job the database assigns to this host.
+  void ReconcileJob(const store::HostJob& job);
   void Watchdog(const std::atomic<bool>& stop);
   void NoteContact(int64_t sent_boottime_ns);
   void SetTtl(int64_t ttl_ms);
@@ -77,13 +54,10 @@ class Agent {
   HostConfig config_;
   metrics::Registry& metrics_;
   Supervisor* supervisor_ = nullptr;
+  // The agent's thread alone uses these (Run and what it calls):
   db::ReconnectingConnection conn_;
   int64_t generation_ = 0;
   bool registered_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<nlohmann::json> queue_;
-  bool wake_ = false;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_reconcile_{};
   std::string last_error_;  // logged once until a step succeeds again
@@ -95,6 +69,11 @@ class Agent {
   std::atomic<bool> reregister_{false};      // set by the watchdog after fencing
   std::atomic<bool> first_try_done_{false};  // the first database round has been tried
   bool ttl_warned_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<model::Report> queue_;  // guarded by mu_; sent oldest first
+  bool wake_ = false;                // guarded by mu_
 };
 
 }  // namespace pgfleet::hostd

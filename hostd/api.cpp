@@ -91,22 +91,186 @@ std::string LastLines(const std::string& text, int lines) {
   return text;
 }
 
-}  // namespace
+// What the route handlers share. The references outlive the server.
+struct Api {
+  Supervisor& supervisor;
+  Agent& agent;
+  metrics::Registry& metrics;
+};
 
-void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, metrics::Registry& metrics) {
-  server.set_payload_max_length(net::kMaxBodyBytes);
-  server.set_pre_routing_handler(
-      [token, &metrics](const httplib::Request& req, httplib::Response& res) {
-        if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-        if (!net::Authorized(req, token)) {
-          metrics.Add("pgfleet_host_api_unauthorized_total", 1);
-          net::ErrorResponse(res, 401,
-                             "missing or wrong cluster token (Authorization: Bearer <token>)");
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
+void SendJson(httplib::Response& res, const json& body) {
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+const char* StartStatus(Supervisor::StartResult r) {
+  switch (r) {
+    case Supervisor::StartResult::kStarted:
+      return "started";
+    case Supervisor::StartResult::kAlready:
+      return "already";
+    case Supervisor::StartResult::kFailed:
+      return "failed";
+    case Supervisor::StartResult::kPreviousLife:
+      return "previous_life";
+  }
+  return "failed";
+}
+
+json StartOne(const Api& api, const StartItem& item) {
+  std::string err;
+  auto r = api.supervisor.Start(item.job, item.attempt, item.spec, &err);
+  if (r == Supervisor::StartResult::kPreviousLife) {
+    api.agent.Enqueue(model::Report::Lost(item.job, item.attempt, kNoTraceOfAttempt));
+  }
+  return {{"job", item.job}, {"attempt", item.attempt}, {"status", StartStatus(r)}, {"error", err}};
+}
+
+// POST /v1/jobs
+void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  std::vector<StartItem> items;
+  try {
+    items = ParseStartBatch(req.body);
+  } catch (const model::SpecError& e) {
+    api.metrics.Add("pgfleet_host_api_bad_requests_total", 1);
+    net::ErrorResponse(res, 400, e.what());
+    return;
+  }
+  // Each start waits for its shim's answer (a few ms, mostly the kernel
+  // setting up the job), so a batch is started a few at a time.
+  std::vector<json> results(items.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < items.size();) results[i] = StartOne(api, items[i]);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t w = 1; w < std::min(items.size(), kParallelStarts); ++w) helpers.emplace_back(work);
+  work();
+  for (auto& t : helpers) t.join();
+  api.metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
+  res.set_content(json{{"results", json(results)}}.dump(), "application/json");
+}
+
+// GET /v1/jobs
+void HandleListJobs(const Api& api, const httplib::Request&, httplib::Response& res) {
+  json out = json::array();
+  for (const auto& info : api.supervisor.List()) out.push_back(info.ToJson());
+  SendJson(res, json{{"jobs", out}});
+}
+
+// GET /v1/jobs/{id}
+void HandleGetJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  int64_t id;
+  if (!ParseId(req.matches[1], &id)) {
+    return net::ErrorResponse(res, 400, "job id must be a positive integer");
+  }
+  auto info = api.supervisor.Latest(id);
+  if (!info) {
+    return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+  }
+  SendJson(res, info->ToJson());
+}
+
+// POST /v1/jobs/{id}/stop
+void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  int64_t id;
+  if (!ParseId(req.matches[1], &id)) {
+    return net::ErrorResponse(res, 400, "job id must be a positive integer");
+  }
+  int attempt;
+  try {
+    attempt = IntParam(req, "attempt");
+  } catch (const model::SpecError& e) {
+    return net::ErrorResponse(res, 400, e.what());
+  }
+  if (!api.supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
+    return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+  }
+  res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
+}
+
+// Streams what the attempt's log gains after `offset` until the attempt has
+// ended and everything is sent (or the client goes away).
+void FollowLog(const Api& api, httplib::Response& res, int64_t id, int attempt, std::string path,
+               std::string first, size_t offset) {
+  auto sent_first = std::make_shared<bool>(false);
+  auto pos = std::make_shared<size_t>(offset);
+  Supervisor& supervisor = api.supervisor;
+  res.set_chunked_content_provider("text/plain", [&supervisor, id, attempt, path, first, sent_first,
+                                                  pos](size_t, httplib::DataSink& sink) {
+    if (!*sent_first) {
+      *sent_first = true;
+      if (!first.empty() && !sink.write(first.data(), first.size())) return false;
+    }
+    for (int waited = 0; waited < 50; ++waited) {
+      bool live = supervisor.Live(id, attempt);
+      std::ifstream f(path, std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(*pos));
+      std::string chunk(64 * 1024, '\0');
+      f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      chunk.resize(static_cast<size_t>(f.gcount()));
+      if (!chunk.empty()) {
+        *pos += chunk.size();
+        return sink.write(chunk.data(), chunk.size());
+      }
+      if (!live) {
+        sink.done();
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return sink.is_writable();
+  });
+}
+
+// GET /v1/jobs/{id}/logs
+void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  int64_t id;
+  if (!ParseId(req.matches[1], &id)) {
+    return net::ErrorResponse(res, 400, "job id must be a positive integer");
+  }
+  int attempt, tail, follow;
+  try {
+    attempt = IntParam(req, "attempt");
+    tail = IntParam(req, "tail");
+    follow = IntParam(req, "follow");
+  } catch (const model::SpecError& e) {
+    return net::ErrorResponse(res, 400, e.what());
+  }
+  std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
+  if (path.empty()) {
+    return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
+  }
+  if (attempt <= 0) {
+    // attempt from the directory name <job>-<attempt>/output.log
+    std::string dir = path.substr(0, path.rfind('/'));
+    attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
+  }
+  std::string initial;
+  {
+    std::ifstream f(path, std::ios::binary);
+    initial.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  std::string first = LastLines(initial, tail);
+  if (follow <= 0) {
+    res.set_content(first, "text/plain");
+    return;
+  }
+  FollowLog(api, res, id, attempt, path, first, initial.size());
+}
+
+// Every /v1 request needs the cluster token.
+httplib::Server::HandlerResponse CheckToken(const std::string& token, metrics::Registry& metrics,
+                                            const httplib::Request& req, httplib::Response& res) {
+  if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+  if (!net::Authorized(req, token)) {
+    metrics.Add("pgfleet_host_api_unauthorized_total", 1);
+    net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
+void InstallErrorHandlers(httplib::Server& server) {
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "internal error";
@@ -126,145 +290,30 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
       net::ErrorResponse(res, res.status, msg);
     }
   });
+}
 
-  server.Post("/v1/jobs", [&](const httplib::Request& req, httplib::Response& res) {
-    std::vector<StartItem> items;
-    try {
-      items = ParseStartBatch(req.body);
-    } catch (const model::SpecError& e) {
-      metrics.Add("pgfleet_host_api_bad_requests_total", 1);
-      net::ErrorResponse(res, 400, e.what());
-      return;
-    }
-    // Each start waits for its shim's answer (a few ms, mostly the kernel
-    // setting up the job), so a batch is started a few at a time.
-    std::vector<json> results(items.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next++) < items.size();) {
-        const auto& item = items[i];
-        std::string err;
-        auto r = supervisor.Start(item.job, item.attempt, item.spec, &err);
-        const char* status = r == Supervisor::StartResult::kStarted   ? "started"
-                             : r == Supervisor::StartResult::kAlready ? "already"
-                             : r == Supervisor::StartResult::kFailed  ? "failed"
-                                                                      : "previous_life";
-        if (r == Supervisor::StartResult::kPreviousLife) {
-          agent.Enqueue(
-              {{"job", item.job},
-               {"attempt", item.attempt},
-               {"kind", "lost"},
-               {"error", "hostd restarted and found no shim or exit record for the attempt"}});
-        }
-        results[i] = {
-            {"job", item.job}, {"attempt", item.attempt}, {"status", status}, {"error", err}};
-      }
+}  // namespace
+
+void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
+                const std::string& token, metrics::Registry& metrics) {
+  server.set_payload_max_length(net::kMaxBodyBytes);
+  server.set_pre_routing_handler(
+      [token, &metrics](const httplib::Request& req, httplib::Response& res) {
+        return CheckToken(token, metrics, req, res);
+      });
+  InstallErrorHandlers(server);
+  // The server outlives its handlers' calls; so do the objects Api refers to.
+  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics});
+  auto route = [api](void (*handler)(const Api&, const httplib::Request&, httplib::Response&)) {
+    return [api, handler](const httplib::Request& req, httplib::Response& res) {
+      handler(*api, req, res);
     };
-    std::vector<std::thread> helpers;
-    for (size_t w = 1; w < std::min(items.size(), kParallelStarts); ++w) helpers.emplace_back(work);
-    work();
-    for (auto& t : helpers) t.join();
-    metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
-    res.set_content(json{{"results", json(results)}}.dump(), "application/json");
-  });
-
-  server.Get("/v1/jobs", [&](const httplib::Request&, httplib::Response& res) {
-    json out = json::array();
-    for (const auto& info : supervisor.List()) out.push_back(info.ToJson());
-    res.set_content(json{{"jobs", out}}.dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
-  });
-
-  server.Get(R"(/v1/jobs/([^/]+))", [&](const httplib::Request& req, httplib::Response& res) {
-    int64_t id;
-    if (!ParseId(req.matches[1], &id))
-      return net::ErrorResponse(res, 400, "job id must be a positive integer");
-    auto info = supervisor.Latest(id);
-    if (!info)
-      return net::ErrorResponse(res, 404,
-                                "job " + std::to_string(id) + " is not known to this host");
-    res.set_content(info->ToJson().dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
-  });
-
-  server.Post(R"(/v1/jobs/([^/]+)/stop)", [&](const httplib::Request& req, httplib::Response& res) {
-    int64_t id;
-    if (!ParseId(req.matches[1], &id))
-      return net::ErrorResponse(res, 400, "job id must be a positive integer");
-    int attempt;
-    try {
-      attempt = IntParam(req, "attempt");
-    } catch (const model::SpecError& e) {
-      return net::ErrorResponse(res, 400, e.what());
-    }
-    if (!supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
-      return net::ErrorResponse(res, 404,
-                                "job " + std::to_string(id) + " is not known to this host");
-    }
-    res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
-  });
-
-  server.Get(R"(/v1/jobs/([^/]+)/logs)", [&](const httplib::Request& req, httplib::Response& res) {
-    int64_t id;
-    if (!ParseId(req.matches[1], &id))
-      return net::ErrorResponse(res, 400, "job id must be a positive integer");
-    int attempt, tail, follow;
-    try {
-      attempt = IntParam(req, "attempt");
-      tail = IntParam(req, "tail");
-      follow = IntParam(req, "follow");
-    } catch (const model::SpecError& e) {
-      return net::ErrorResponse(res, 400, e.what());
-    }
-    std::string path = supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
-    if (path.empty())
-      return net::ErrorResponse(res, 404,
-                                "no logs for job " + std::to_string(id) + " on this host");
-    if (attempt <= 0) {
-      // attempt from the directory name <job>-<attempt>/output.log
-      std::string dir = path.substr(0, path.rfind('/'));
-      attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
-    }
-    std::string initial;
-    {
-      std::ifstream f(path, std::ios::binary);
-      initial.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    }
-    size_t offset = initial.size();
-    std::string first = LastLines(initial, tail);
-    if (follow <= 0) {
-      res.set_content(first, "text/plain");
-      return;
-    }
-    auto sent_first = std::make_shared<bool>(false);
-    auto pos = std::make_shared<size_t>(offset);
-    res.set_chunked_content_provider(
-        "text/plain",
-        [&supervisor, id, attempt, path, first, sent_first, pos](size_t, httplib::DataSink& sink) {
-          if (!*sent_first) {
-            *sent_first = true;
-            if (!first.empty() && !sink.write(first.data(), first.size())) return false;
-          }
-          for (int waited = 0; waited < 50; ++waited) {
-            bool live = supervisor.Live(id, attempt);
-            std::ifstream f(path, std::ios::binary);
-            f.seekg(static_cast<std::streamoff>(*pos));
-            std::string chunk(64 * 1024, '\0');
-            f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-            chunk.resize(static_cast<size_t>(f.gcount()));
-            if (!chunk.empty()) {
-              *pos += chunk.size();
-              return sink.write(chunk.data(), chunk.size());
-            }
-            if (!live) {
-              sink.done();
-              return true;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
-          return sink.is_writable();
-        });
-  });
+  };
+  server.Post("/v1/jobs", route(HandleStartJobs));
+  server.Get("/v1/jobs", route(HandleListJobs));
+  server.Get(R"(/v1/jobs/([^/]+))", route(HandleGetJob));
+  server.Post(R"(/v1/jobs/([^/]+)/stop)", route(HandleStopJob));
+  server.Get(R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
 }
 
 }  // namespace pgfleet::hostd

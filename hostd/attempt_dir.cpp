@@ -19,6 +19,9 @@ using nlohmann::json;
 
 namespace {
 
+// The kind of the "started" record (the others are model::ExitOutcome names).
+constexpr const char* kStartedRecord = "started";
+
 // Raw system calls: glibc 2.36's <sys/pidfd.h> lacks C++ linkage.
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int PidfdSendSignal(int pidfd, int sig) {
@@ -26,6 +29,12 @@ int PidfdSendSignal(int pidfd, int sig) {
 }
 
 }  // namespace
+
+std::string JobsDir(const std::string& data_dir) { return data_dir + "/jobs"; }
+
+std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt) {
+  return JobsDir(data_dir) + "/" + std::to_string(job_id) + "-" + std::to_string(attempt);
+}
 
 json ToJson(const ShimRequest& r) {
   return json{{"job", r.job_id},
@@ -90,17 +99,14 @@ std::string FormatProcessId(const ProcessId& id) {
 }
 
 json ToJson(const JobRecord& r) {
-  return json{{"kind", "started"},
-              {"pid", r.job.pid},
-              {"pid_start", r.job.start_time},
-              {"shim_pid", r.shim.pid},
-              {"shim_start", r.shim.start_time},
-              {"stop_grace_seconds", r.stop_grace_seconds}};
+  return json{{"kind", kStartedRecord},          {"pid", r.job.pid},
+              {"pid_start", r.job.start_time},   {"shim_pid", r.shim.pid},
+              {"shim_start", r.shim.start_time}, {"stop_grace_seconds", r.stop_grace_seconds}};
 }
 
 json ToJson(const Outcome& o) {
   const ExitStatus& s = o.status;
-  return json{{"kind", o.kind},
+  return json{{"kind", std::string(model::ToString(o.kind))},
               {"exit_code", s.exit_code},
               {"signal", s.signal},
               {"oom_killed", s.oom_killed},
@@ -144,7 +150,8 @@ State ReadState(const std::string& dir) {
     if (j.is_discarded() || !j.is_object()) continue;
     try {
       std::string kind = j.value("kind", std::string());
-      if (kind == "started" && !st.started) {
+      std::optional<model::ExitOutcome> outcome = model::ParseExitOutcome(kind);
+      if (kind == kStartedRecord && !st.started) {
         JobRecord r;
         r.job.pid = j.value("pid", 0);
         r.job.start_time = j.value("pid_start", static_cast<int64_t>(-1));
@@ -152,9 +159,9 @@ State ReadState(const std::string& dir) {
         r.shim.start_time = j.value("shim_start", static_cast<int64_t>(-1));
         r.stop_grace_seconds = j.value("stop_grace_seconds", model::kDefaultStopGraceSeconds);
         if (r.job.pid > 0) st.started = r;
-      } else if ((kind == "exited" || kind == "start_failed" || kind == "lost") && !st.outcome) {
+      } else if (outcome && !st.outcome) {
         Outcome o;
-        o.kind = kind;
+        o.kind = *outcome;
         o.status.exit_code = j.value("exit_code", -1);
         o.status.signal = j.value("signal", 0);
         o.status.oom_killed = j.value("oom_killed", false);

@@ -4,11 +4,16 @@
 // with mkdir (the at-most-once marker: a directory that exists is never
 // started again). Everything a restarted hostd needs to re-attach is here:
 //
-//   the directory itself  flock(LOCK_EX) on it is held for the shim's whole
-//               life. hostd takes it before the shim exists and hands it over
-//               (same open file description), so a starting shim never looks
-//               dead. "Shim alive" == "lock held": immune to pid reuse, and
-//               the kernel releases it however the shim dies.
+//   the directory itself  flock(LOCK_EX) on it is held from just before
+//               the shim is launched until the shim has recorded the job's
+//               outcome (it then unlocks and exits) or died. hostd takes it
+//               before the shim exists and hands it over (same open file
+//               description), so a starting shim never looks dead; if hostd
+//               dies before the launch, the kernel drops it with hostd's
+//               descriptor. "Shim alive" (ShimAlive) == "lock held": immune to
+//               pid reuse, and the kernel releases it however the shim dies.
+//               What it does not say: that the job still runs (a shim may be
+//               between the job's exit and its outcome record).
 //   state.jsonl the attempt's records, one JSON object per line, each
 //               appended with a single O_APPEND write (so a line is whole or,
 //               if its writer died mid-write, ignored by readers):
@@ -47,6 +52,7 @@
 #include <string>
 
 #include "core/model/job_spec.h"
+#include "core/model/states.h"
 #include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd::attempt {
@@ -58,6 +64,10 @@ inline constexpr const char* kShimLogFile = "shim.log";  // in the data dir
 
 inline constexpr int kStopSignal = SIGTERM;  // shim: SIGTERM the job
 inline constexpr int kKillSignal = SIGUSR1;  // shim: SIGKILL the job
+
+// <data_dir>/jobs, and the directory of one attempt in it.
+std::string JobsDir(const std::string& data_dir);
+std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt);
 
 // Descriptors a shim runs with: 3 = write end of the start pipe (the shim
 // writes "ok <job pid>" or "fail <message>" and closes it), 4 = the attempt
@@ -111,8 +121,8 @@ nlohmann::json ToJson(const JobRecord& r);
 
 // An outcome record.
 struct Outcome {
-  std::string kind;   // "exited", "start_failed" or "lost"
-  ExitStatus status;  // for "exited"; status.error carries the message of the others
+  model::ExitOutcome kind = model::ExitOutcome::kExited;
+  ExitStatus status;  // for kExited; status.error carries the message of the others
 };
 nlohmann::json ToJson(const Outcome& o);
 

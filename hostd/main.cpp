@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   sup_opts.shim_binary = "/proc/self/exe";
   sup_opts.job_nofile = job_nofile;
   pgfleet::hostd::Supervisor supervisor(
-      sup_opts, [&agent](nlohmann::json r) { agent.Enqueue(std::move(r)); });
+      sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);
   supervisor.SetFenceAfter(self_fence && shim_fence
                                ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,7 +31,7 @@ using nlohmann::json;
 
 int g_start_pipe = -1;  // closed once hostd has been told how the start went
 std::mutex g_fence_mu;
-std::string g_fence_reason;  // set when this shim fenced the job itself
+std::string g_fence_reason;  // guarded by g_fence_mu; set when this shim fenced the job itself
 
 void WriteAll(int fd, const std::string& s) {
   size_t done = 0;
@@ -53,7 +54,7 @@ void TellHostd(const std::string& message) {
 [[noreturn]] void FailStart(const std::string& dir, const std::string& ids,
                             const std::string& message) {
   attempt::Outcome o;
-  o.kind = "start_failed";
+  o.kind = model::ExitOutcome::kStartFailed;
   o.status.error = message;
   std::string err;
   if (!attempt::AppendRecord(dir, attempt::ToJson(o), &err)) spdlog::error("{} {}", ids, err);
@@ -108,33 +109,24 @@ void RunShimCommand(int argc, char** argv) {
   RunShim(argv[2], nullptr);
 }
 
-void RunShim(const std::string& dir, Driver* prepared) {
-  // Stop requests wait (blocked, not lost) until the job exists, then are
-  // forwarded by the loop at the end. The job gets a clean mask and default
-  // dispositions from the driver.
+namespace {
+
+// Blocks the stop signals (they wait, not lost, until the job exists and
+// ForwardStops takes them), ignores what a terminal or hostd's exit sends.
+sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, attempt::kStopSignal);
   sigaddset(&stop_signals, attempt::kKillSignal);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   for (int s : {SIGINT, SIGHUP, SIGQUIT, SIGPIPE}) signal(s, SIG_IGN);
-  setsid();  // hostd spawns us as a session leader already; this covers a manual start
+  return stop_signals;
+}
 
-  // Keep the start pipe and the lock, drop every other descriptor of hostd's
-  // or the launcher's (hostd's listening socket above all: a restarted hostd
-  // must be able to bind).
-  if (fcntl(attempt::kStartPipeFd, F_SETFD, FD_CLOEXEC) == 0) g_start_pipe = attempt::kStartPipeFd;
-  bool inherited_lock = fcntl(attempt::kLockFd, F_SETFD, FD_CLOEXEC) == 0;
-  std::string request_text = ReadAll(attempt::kRequestFd);
-  close_range(attempt::kLockFd + 1, UINT_MAX, 0);
-  // Hold no directory busy (the job gets its own working directory from the driver).
-  if (chdir("/") != 0)
-    std::fprintf(stderr, "pgfleet-hostd shim: chdir /: %s\n", std::strerror(errno));
-  const std::string where = dir.substr(dir.rfind('/') + 1);
-  std::string ids = "attempt-dir=" + where;
-
-  // Our life is the lock's life. hostd locked the directory for us (same open
-  // file description, so this succeeds); without it, lock it here or give up.
+// Our life is the lock's life. hostd locked the directory for us (same open
+// file description, so this succeeds); without it, lock it here or give up.
+// Returns the locked descriptor.
+int LockAttemptDir(const std::string& dir, bool inherited_lock) {
   int lock_fd = inherited_lock ? attempt::kLockFd : attempt::OpenLock(dir);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     // Another shim owns this attempt (or the dir is unusable): change nothing.
@@ -144,19 +136,13 @@ void RunShim(const std::string& dir, Driver* prepared) {
     TellHostd("fail cannot lock the attempt directory: " + why);
     _exit(1);
   }
+  return lock_fd;
+}
 
-  attempt::ShimRequest req;
-  std::string request_error;
-  try {
-    json j = json::parse(request_text);
-    req = attempt::ShimRequestFromJson(j);
-  } catch (const std::exception& e) {
-    request_error = std::string("invalid shim request: ") + e.what();
-  }
-  RedirectStdio(request_error.empty() ? req.data_dir : dir);  // the log goes to stderr
-  if (!request_error.empty()) FailStart(dir, ids, request_error);
-  ids = "job=" + std::to_string(req.job_id) + " attempt=" + std::to_string(req.attempt);
-
+// Starts the job through the driver, records "started" and tells hostd.
+// Ends the process (FailStart) when the job cannot start.
+std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimRequest& req,
+                                    Driver* prepared, const std::string& ids) {
   // The driver lives as long as the process and is never destroyed: its
   // destructor tidies state shared by every job of the host (the per-host
   // cgroup), which is hostd's business, not one job's.
@@ -175,7 +161,6 @@ void RunShim(const std::string& dir, Driver* prepared) {
   } catch (const std::exception& e) {
     FailStart(dir, ids, e.what());
   }
-
   const pid_t pid = exec->pid();
   attempt::JobRecord record;
   record.job = {pid, attempt::ProcStartTime(pid)};  // our unreaped child: the pid is stable
@@ -187,12 +172,17 @@ void RunShim(const std::string& dir, Driver* prepared) {
   }
   spdlog::debug("{} started pid={} driver={} shim={}", ids, pid, driver->name(), getpid());
   TellHostd("ok " + std::to_string(pid));
+  return exec;
+}
 
-  Execution* running = exec.release();
+// Waits for the job on its own thread; records the outcome, unlocks, and
+// ends the process.
+void RecordExitWhenDone(Execution* running, const std::string& dir, const std::string& ids,
+                        int lock_fd) {
   std::thread([running, dir, ids, lock_fd] {
     ExitStatus st = running->Wait();
     attempt::Outcome o;
-    o.kind = "exited";
+    o.kind = model::ExitOutcome::kExited;
     o.status = st;
     {
       std::lock_guard<std::mutex> lock(g_fence_mu);
@@ -209,41 +199,53 @@ void RunShim(const std::string& dir, Driver* prepared) {
     close(lock_fd);
     _exit(0);
   }).detach();
+}
 
-  // Forward stop requests; meanwhile watch the host's lease (lease.h), so
-  // the job is fenced even when hostd is down, hung or restarting.
+// Fences the job when the host's lease has run out; returns how long until
+// it would, or nullopt once fenced (no more lease to watch).
+std::optional<std::chrono::milliseconds> CheckLease(Execution* running,
+                                                    const attempt::ShimRequest& req,
+                                                    const std::string& ids) {
   const auto fence_after = std::chrono::milliseconds(req.fence_after_ms);
-  bool fenced = false;
+  auto lease = ReadLease(req.data_dir);
+  if (!lease) return std::chrono::milliseconds(1000);
+  auto silent = std::chrono::nanoseconds(BootTimeNs() - *lease);
+  if (silent < fence_after) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(fence_after - silent) +
+           std::chrono::milliseconds(1);
+  }
+  std::string reason = fmt::format(
+      "shim self-fenced: no successful heartbeat of the host for {:.1f} s (hostd down or "
+      "cut off from the database)",
+      std::chrono::duration<double>(silent).count());
+  {
+    std::lock_guard<std::mutex> lock(g_fence_mu);
+    g_fence_reason = reason;
+  }
+  spdlog::warn("{} {}: SIGKILL to the whole job", ids, reason);
+  running->Signal(SIGKILL);
+  return std::nullopt;
+}
+
+// Forwards stop requests to the job, forever; meanwhile watches the host's
+// lease (lease.h), so the job is fenced even when hostd is down, hung or
+// restarting.
+[[noreturn]] void ForwardStops(Execution* running, const attempt::ShimRequest& req,
+                               const std::string& ids, const sigset_t& stop_signals) {
+  bool watch_lease = req.fence_after_ms > 0;
   while (true) {
     auto wait = std::chrono::milliseconds(1000);
-    if (fence_after.count() > 0 && !fenced) {
-      if (auto lease = ReadLease(req.data_dir)) {
-        auto silent = std::chrono::nanoseconds(BootTimeNs() - *lease);
-        if (silent >= fence_after) {
-          fenced = true;
-          std::string reason = fmt::format(
-              "shim self-fenced: no successful heartbeat of the host for {:.1f} s (hostd down or "
-              "cut off from the database)",
-              std::chrono::duration<double>(silent).count());
-          {
-            std::lock_guard<std::mutex> lock(g_fence_mu);
-            g_fence_reason = reason;
-          }
-          spdlog::warn("{} {}: SIGKILL to the whole job", ids, reason);
-          running->Signal(SIGKILL);
-        } else {
-          wait = std::min(
-              wait, std::chrono::duration_cast<std::chrono::milliseconds>(fence_after - silent) +
-                        std::chrono::milliseconds(1));
-        }
-      }
+    if (watch_lease) {
+      auto left = CheckLease(running, req, ids);
+      watch_lease = left.has_value();
+      if (left) wait = std::min(wait, *left);
     }
     timespec timeout{static_cast<time_t>(wait.count() / 1000),
                      static_cast<long>(wait.count() % 1000) * 1000000};
     siginfo_t info;
     // Without a lease to watch, sleep until a signal comes (no periodic wake-ups).
-    int sig = fence_after.count() > 0 && !fenced ? sigtimedwait(&stop_signals, &info, &timeout)
-                                                 : sigwaitinfo(&stop_signals, &info);
+    int sig = watch_lease ? sigtimedwait(&stop_signals, &info, &timeout)
+                          : sigwaitinfo(&stop_signals, &info);
     if (sig < 0) continue;  // timeout or EINTR
     if (sig == attempt::kStopSignal) {
       spdlog::info("{} stop requested: SIGTERM to the job", ids);
@@ -253,6 +255,42 @@ void RunShim(const std::string& dir, Driver* prepared) {
       running->Signal(SIGKILL);
     }
   }
+}
+
+}  // namespace
+
+void RunShim(const std::string& dir, Driver* prepared) {
+  // The job gets a clean mask and default dispositions from the driver.
+  const sigset_t stop_signals = BlockStopSignals();
+  setsid();  // hostd spawns us as a session leader already; this covers a manual start
+
+  // Keep the start pipe and the lock, drop every other descriptor of hostd's
+  // or the launcher's (hostd's listening socket above all: a restarted hostd
+  // must be able to bind).
+  if (fcntl(attempt::kStartPipeFd, F_SETFD, FD_CLOEXEC) == 0) g_start_pipe = attempt::kStartPipeFd;
+  bool inherited_lock = fcntl(attempt::kLockFd, F_SETFD, FD_CLOEXEC) == 0;
+  std::string request_text = ReadAll(attempt::kRequestFd);
+  close_range(attempt::kLockFd + 1, UINT_MAX, 0);
+  // Hold no directory busy (the job gets its own working directory from the driver).
+  if (chdir("/") != 0)
+    std::fprintf(stderr, "pgfleet-hostd shim: chdir /: %s\n", std::strerror(errno));
+  std::string ids = "attempt-dir=" + dir.substr(dir.rfind('/') + 1);
+  int lock_fd = LockAttemptDir(dir, inherited_lock);
+
+  attempt::ShimRequest req;
+  std::string request_error;
+  try {
+    req = attempt::ShimRequestFromJson(json::parse(request_text));
+  } catch (const std::exception& e) {
+    request_error = std::string("invalid shim request: ") + e.what();
+  }
+  RedirectStdio(request_error.empty() ? req.data_dir : dir);  // the log goes to stderr
+  if (!request_error.empty()) FailStart(dir, ids, request_error);
+  ids = "job=" + std::to_string(req.job_id) + " attempt=" + std::to_string(req.attempt);
+
+  Execution* running = StartJob(dir, req, prepared, ids).release();
+  RecordExitWhenDone(running, dir, ids, lock_fd);
+  ForwardStops(running, req, ids, stop_signals);
 }
 
 }  // namespace pgfleet::hostd

@@ -14,9 +14,13 @@ namespace pgfleet::hostd {
 class Driver;
 
 // Runs the shim for the attempt directory `dir` (absolute) in this process,
-// which must be single-threaded, with the start pipe on fd 3 and the locked
-// shim.lock on fd 4 (both optional: without them the shim locks by itself
-// and tells nobody). Uses `prepared` when it is the driver the attempt asks
+// which must be single-threaded, with the start pipe on fd 3, the attempt
+// directory, already flock'ed by hostd, on fd 4 and the request on fd 5
+// (attempt_dir.h). Without fds 3 and 4 the shim locks the directory itself
+// and tells nobody; if it cannot take the lock (another shim holds it) it
+// changes nothing and exits. The shim keeps the lock until it has recorded
+// the job's outcome, so the lock is held exactly while the attempt may
+// still produce an outcome. Uses `prepared` when it is the driver the attempt asks
 // for, else makes its own. Logs through spdlog's default logger, which the
 // caller sets up (the launcher does it once for all the shims it forks).
 // Never returns: the process ends with _exit, so no destructor of a driver

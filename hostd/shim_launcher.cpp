@@ -241,6 +241,59 @@ ShimLauncher::Result ShimLauncher::LaunchLocked(const std::string& dir, const st
   return {};
 }
 
+namespace {
+
+// Made once, inherited by every shim (copy-on-write): the logger (lines go
+// to each shim's stderr, the host's shim.log), the NSS modules, and the
+// driver, never destroyed (see RunShim). nullptr when the driver cannot be
+// made here (each shim then tries again and reports why).
+Driver* PrepareForShims(const char* driver, const char* data_dir, const char* host_id) {
+  try {
+    util::SetupLogging("shim", "info");
+  } catch (const std::exception&) {
+  }
+  // Warm what shims would otherwise each load on first use: the NSS modules
+  // behind user lookups (dlopen'ed lazily; the container driver resolves the
+  // job's user in every shim).
+  if (passwd* pw = getpwnam("nobody")) {
+    int n = 8;
+    gid_t groups[8];
+    getgrouplist(pw->pw_name, pw->pw_gid, groups, &n);
+  }
+  try {
+    return MakeDriver(driver, {data_dir, host_id}).release();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pgfleet-hostd shim-launcher: %s\n", e.what());
+    return nullptr;
+  }
+}
+
+// Forks the shim for one request (fds: start pipe, locked dir, request) and
+// answers hostd with the shim's identity or the error.
+void ForkShim(int sock, const std::string& dir, const std::vector<int>& fds, Driver* driver) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The shim: descriptors to their agreed numbers (via high numbers, so
+    // neither dup2 clobbers the other), then nothing of the launcher's.
+    int pipe_fd = fcntl(fds[0], F_DUPFD, 10);
+    int lock_fd = fcntl(fds[1], F_DUPFD, 10);
+    int request_fd = fcntl(fds[2], F_DUPFD, 10);
+    if (pipe_fd < 0 || lock_fd < 0 || request_fd < 0) _exit(127);
+    dup2(pipe_fd, attempt::kStartPipeFd);
+    dup2(lock_fd, attempt::kLockFd);
+    dup2(request_fd, attempt::kRequestFd);
+    RunShim(dir, driver);  // closes every other descriptor, the launcher socket included
+  }
+  int err = errno;
+  for (int fd : fds) close(fd);
+  // Not reaped before the next ReapAll(), so its /proc entry is surely its own.
+  std::string reply = pid > 0 ? attempt::FormatProcessId({pid, attempt::ProcStartTime(pid)})
+                              : "error fork: " + std::string(std::strerror(err));
+  SendWithFds(sock, reply, {});
+}
+
+}  // namespace
+
 void RunShimLauncher(int argc, char** argv) {
   if (argc != 6) {
     std::fprintf(stderr,
@@ -262,28 +315,7 @@ void RunShimLauncher(int argc, char** argv) {
     }
   }
   if (chdir("/") != 0) std::perror("pgfleet-hostd shim-launcher: chdir /");
-  // Made once, inherited by every shim (copy-on-write): the logger (lines go
-  // to each shim's stderr, the host's shim.log) and the driver, never
-  // destroyed (see RunShim).
-  try {
-    util::SetupLogging("shim", "info");
-  } catch (const std::exception&) {
-  }
-  // Warm what shims would otherwise each load on first use: the NSS modules
-  // behind user lookups (dlopen'ed lazily; the container driver resolves the
-  // job's user in every shim).
-  if (passwd* pw = getpwnam("nobody")) {
-    int n = 8;
-    gid_t groups[8];
-    getgrouplist(pw->pw_name, pw->pw_gid, groups, &n);
-  }
-  Driver* driver = nullptr;
-  try {
-    driver = MakeDriver(argv[2], {argv[3], argv[4]}).release();
-  } catch (const std::exception& e) {
-    // Each shim will try again and report the reason as its start failure.
-    std::fprintf(stderr, "pgfleet-hostd shim-launcher: %s\n", e.what());
-  }
+  Driver* driver = PrepareForShims(argv[2], argv[3], argv[4]);
   while (true) {
     pollfd pfd{sock, POLLIN, 0};
     int r = poll(&pfd, 1, 1000);
@@ -303,25 +335,7 @@ void RunShimLauncher(int argc, char** argv) {
       SendWithFds(sock, "error malformed shim launch request", {});
       continue;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-      // The shim: descriptors to their agreed numbers (via high numbers, so
-      // neither dup2 clobbers the other), then nothing of the launcher's.
-      int pipe_fd = fcntl(fds[0], F_DUPFD, 10);
-      int lock_fd = fcntl(fds[1], F_DUPFD, 10);
-      int request_fd = fcntl(fds[2], F_DUPFD, 10);
-      if (pipe_fd < 0 || lock_fd < 0 || request_fd < 0) _exit(127);
-      dup2(pipe_fd, attempt::kStartPipeFd);
-      dup2(lock_fd, attempt::kLockFd);
-      dup2(request_fd, attempt::kRequestFd);
-      RunShim(dir, driver);  // closes every other descriptor, the launcher socket included
-    }
-    int err = errno;
-    for (int fd : fds) close(fd);
-    // Not reaped before the next ReapAll(), so its /proc entry is surely its own.
-    std::string reply = pid > 0 ? attempt::FormatProcessId({pid, attempt::ProcStartTime(pid)})
-                                : "error fork: " + std::string(std::strerror(err));
-    SendWithFds(sock, reply, {});
+    ForkShim(sock, dir, fds, driver);
   }
 }
 

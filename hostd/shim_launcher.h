@@ -60,9 +60,9 @@ class ShimLauncher {
 
   const std::string binary_, driver_, data_dir_, host_id_;
   const uint64_t nofile_;
-  std::mutex mu_;
-  int sock_ = -1;
-  pid_t pid_ = -1;
+  std::mutex mu_;   // serialises requests on the socket
+  int sock_ = -1;   // guarded by mu_
+  pid_t pid_ = -1;  // guarded by mu_
 };
 
 // The launcher process: `pgfleet-hostd shim-launcher DRIVER DATA_DIR HOST_ID NOFILE`.

@@ -1,17 +1,24 @@
 #pragma once
-// hostd's supervisor: starts each (job, attempt) at most once, each under its
-// own shim process (hostd/shim.h) that runs the job through the driver; waits
-// for the outcome, applies the stop policy (SIGTERM, grace, SIGKILL), and
-// hands every state change to a report sink. Driver-agnostic.
+// hostd's supervisor: the state machine of every attempt this host runs. It
+// starts each (job, attempt) at most once, each under its own shim process
+// (shim.h, started through shim_client.h) that runs the job through the
+// driver; waits for the outcome, applies the stop policy (SIGTERM, grace,
+// SIGKILL), and hands every state change to a report sink as a
+// model::Report. Driver-agnostic.
 //
 // At most once: an attempt's directory <data_dir>/jobs/<job>-<attempt> is
 // created with mkdir before the start, so neither a second dispatch nor a
 // restarted hostd can start the same attempt again.
 //
 // Jobs outlive hostd: shims run in their own sessions and keep running (and
-// recording) when hostd exits or is killed. Recover() re-attaches a new hostd
-// to what the previous one left (attempt_dir.h has the files and protocol,
-// docs/failures-hostd.md the operator's view).
+// recording) when hostd exits or is killed. Recover() (recovery.h) re-attaches
+// a new hostd to what the previous one left (attempt_dir.h has the files and
+// protocol, docs/failures-hostd.md the operator's view).
+//
+// Every public method is thread-safe (the API's threads, the agent's thread,
+// the fence watchdog and one watcher thread per attempt call them). The sink
+// is called with the supervisor's lock held, so it must not call back into
+// the supervisor; Agent::Enqueue only queues.
 
 #include <atomic>
 #include <chrono>
@@ -26,23 +33,30 @@
 #include <string>
 #include <vector>
 
+#include "core/model/report.h"
+#include "core/model/states.h"
 #include "hostd/attempt_dir.h"
 #include "hostd/drivers/driver.h"
-#include "hostd/shim_launcher.h"
+#include "hostd/shim_client.h"
 
 namespace pgfleet::hostd {
 
 inline constexpr size_t kOutputTailBytes = 4096;
 
+// The error of the lost report for an attempt whose directory exists but
+// holds nothing to re-attach to (StartResult::kPreviousLife).
+inline constexpr const char* kNoTraceOfAttempt =
+    "hostd restarted and found no shim or exit record for the attempt";
+
 struct JobInfo {
   int64_t job_id = 0;
   int attempt = 0;
   pid_t pid = 0;
-  std::string state;  // starting, running, stopping, exited, start_failed, lost
+  model::AttemptState state = model::AttemptState::kStarting;
   std::string log_path;
   std::chrono::steady_clock::time_point started;
   std::optional<ExitStatus> exit;
-  nlohmann::json ToJson() const;
+  nlohmann::json ToJson() const;  // the API's view (api.h)
 };
 
 struct SupervisorOptions {
@@ -56,7 +70,7 @@ struct SupervisorOptions {
   // RLIMIT_NOFILE soft limit for shims and their jobs (hostd raises its own);
   // 0 = inherit hostd's.
   uint64_t job_nofile = 0;
-  // How long Start() waits for the shim's "started" or "failed".
+  // How long Start() waits for the shim's answer ("ok <pid>" or "fail <message>").
   std::chrono::milliseconds start_timeout{20000};
 };
 
@@ -68,7 +82,7 @@ class Supervisor {
     kFailed,        // the driver could not start it (start_failed reported)
     kPreviousLife,  // its directory exists but holds nothing to re-attach to; not restarted
   };
-  using Sink = std::function<void(nlohmann::json report)>;
+  using Sink = std::function<void(model::Report report)>;
 
   Supervisor(SupervisorOptions options, Sink sink);
   ~Supervisor();
@@ -80,7 +94,7 @@ class Supervisor {
   };
   // Re-attaches to the attempts a previous hostd left in the data dir; call
   // once, before Start(). Attempts whose outcome was already delivered
-  // (MarkReported) are skipped.
+  // (MarkReported) are skipped. Defined in recovery.cpp.
   RecoverSummary Recover();
 
   StartResult Start(int64_t job_id, int attempt, const model::JobSpec& spec, std::string* error);
@@ -96,7 +110,7 @@ class Supervisor {
   // The reports of a finished attempt whose reports were rejected, once
   // (running, then its outcome): for when the database later says the attempt
   // is assigned here after all. Empty otherwise.
-  std::vector<nlohmann::json> Replay(int64_t job_id, int attempt);
+  std::vector<model::Report> Replay(int64_t job_id, int attempt);
   // Self-fence: SIGKILLs every live attempt now (their exit reports carry
   // `reason` as the error) and refuses new starts until Unfence(). Returns
   // how many attempts were told to die by this call.
@@ -121,29 +135,53 @@ class Supervisor {
   size_t LiveCount() const;
 
  private:
-  struct Record;
+  // One attempt. Fields other than the identity (job_id, attempt, dir,
+  // log_path) are guarded by mu_ once the record is in records_.
+  struct Record {
+    int64_t job_id = 0;
+    int attempt = 0;
+    model::JobSpec spec;
+    std::string dir;
+    std::string log_path;
+    attempt::ProcessId shim;  // who to signal; set once the shim answered
+    pid_t pid = 0;            // the job's main process
+    model::AttemptState state = model::AttemptState::kStarting;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point finished_at{};
+    std::optional<ExitStatus> exit;
+    int pending_stop = 0;     // 1 stop, 2 kill: asked for while the shim was starting
+    std::string kill_reason;  // why hostd itself killed it (self-fence): the report's error
+    bool kill_sent = false;
+    std::optional<model::Report> outcome_report;  // the final report, as sent
+    bool rejected = false;  // the database rejected a report of it (see Replay)
+    JobInfo Info() const;
+  };
   using Key = std::pair<int64_t, int>;
-  std::string AttemptDir(int64_t job_id, int attempt) const;
-  // Has the launcher fork the attempt's shim and waits for its answer:
-  // true with *shim and *pid (the job), or false with *error.
-  bool SpawnShim(const Record& rec, attempt::ProcessId* shim, pid_t* pid, std::string* error);
+  std::shared_ptr<Record> NewRecord(int64_t job_id, int attempt) const;
+  attempt::ShimRequest ShimRequestFor(const Record& rec) const;
+  // The shim's "running": marks rec running, reports it, applies a pending stop. mu_ held.
+  void Running(const std::shared_ptr<Record>& rec);
   void Watch(std::shared_ptr<Record> rec);
   void Finish(const std::shared_ptr<Record>& rec);
-  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);  // mu_ held
-  bool SignalShim(const Record& rec, int shim_signal) const;
-  void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);
-  void Prune();
+  model::Report OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
+                              const std::string& error) const;
+  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);    // mu_ held
+  void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);  // mu_ held
+  void Prune();                                                                     // mu_ held
+  // Recover()'s steps (recovery.cpp).
+  void Adopt(const std::shared_ptr<Record>& rec);
+  void SettleFinished(const std::shared_ptr<Record>& rec, RecoverSummary* summary);
 
   const SupervisorOptions options_;
-  Sink sink_;
-  ShimLauncher launcher_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<Key, std::shared_ptr<Record>> records_;
-  bool fenced_ = false;
+  const Sink sink_;
+  ShimClient shims_;
   std::atomic<int64_t> fence_after_ms_{0};
-  std::string fence_reason_;
-  int threads_ = 0;  // stopper threads still running
+  mutable std::mutex mu_;
+  std::condition_variable cv_;                      // signalled when an attempt ends
+  std::map<Key, std::shared_ptr<Record>> records_;  // guarded by mu_
+  bool fenced_ = false;                             // guarded by mu_
+  std::string fence_reason_;                        // guarded by mu_
+  int threads_ = 0;                                 // guarded by mu_: stopper threads running
 };
 
 }  // namespace pgfleet::hostd

@@ -1,7 +1,8 @@
 #pragma once
-// The one interface every way of running a job implements (process, container,
-// later sim). Everything else in hostd (API, reporting, logs, stop policy) only
-// talks to this, so a driver decides *how* a job runs, never *whether*.
+// The one interface every way of running a job implements (process.h,
+// container.h). Everything else in hostd (API, reporting, logs, stop policy)
+// only talks to this, so a driver decides *how* a job runs, never *whether*.
+// Drivers run inside the job's shim (shim.h), never in hostd itself.
 
 #include <sys/types.h>
 
@@ -9,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/model/job_spec.h"
 
@@ -30,6 +32,20 @@ struct RunRequest {
   std::string log_path;  // file receiving the job's stdout and stderr (combined, appended)
   std::string host_id;   // for naming (cgroup path, hostname prefix...)
 };
+
+// The PATH a job gets when its spec sets none.
+inline constexpr const char* kDefaultJobPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// Whether a job's environment names its attempt.
+enum class JobIds {
+  kOmit,     // container driver: exactly what docs/containers.md promises
+  kInclude,  // process driver: PGFLEET_JOB_ID and PGFLEET_ATTEMPT too
+};
+// The environment a job runs with, as "KEY=value" strings in this order:
+// spec.env (sorted by key), PATH=kDefaultJobPath when spec.env has no PATH,
+// then, with JobIds::kInclude, PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>.
+std::vector<std::string> JobEnvironment(const RunRequest& req, JobIds ids);
 
 // What a finished job reports. exit_code is set when it exited, signal when it
 // was killed; error explains a failure in words (e.g. "out of memory (limit 64 MiB)").
@@ -69,7 +85,7 @@ struct DriverOptions {
   std::string host_id;
 };
 
-// "process", "container", "sim". Throws std::invalid_argument for an unknown name.
+// "process" or "container". Throws std::invalid_argument for an unknown name.
 std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts);
 
 // "container" when running as root with the cgroup controllers it needs,

@@ -54,7 +54,7 @@ class ProcessExecution : public Execution {
  private:
   pid_t pid_;
   std::mutex mu_;
-  bool reaped_ = false;
+  bool reaped_ = false;  // guarded by mu_: once true, pid_ may name another process
 };
 
 class ProcessDriver : public Driver {
@@ -62,16 +62,7 @@ class ProcessDriver : public Driver {
   std::string name() const override { return "process"; }
 
   std::unique_ptr<Execution> Start(const RunRequest& req) override {
-    std::vector<std::string> env_store;
-    bool has_path = false;
-    for (const auto& [k, v] : req.spec.env) {
-      env_store.push_back(k + "=" + v);
-      if (k == "PATH") has_path = true;
-    }
-    if (!has_path)
-      env_store.push_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    env_store.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
-    env_store.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
+    std::vector<std::string> env_store = JobEnvironment(req, JobIds::kInclude);
     std::vector<char*> envp, argv;
     for (auto& e : env_store) envp.push_back(e.data());
     envp.push_back(nullptr);

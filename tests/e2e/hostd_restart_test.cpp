@@ -262,7 +262,7 @@ TEST_P(HostdRestartTest, StartFailureComesBackAtOnceWithTheDriversMessage) {
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.job_events where kind = 'running'"));
   auto state = hostd::attempt::ReadState(DataDir() + "/jobs/" + id + "-1");
   ASSERT_TRUE(state.outcome);
-  EXPECT_EQ("start_failed", state.outcome->kind);
+  EXPECT_EQ(model::ExitOutcome::kStartFailed, state.outcome->kind);
   EXPECT_FALSE(hostd::attempt::ShimAlive(DataDir() + "/jobs/" + id + "-1"));
 }
 

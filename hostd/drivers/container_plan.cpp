@@ -1,0 +1,184 @@
+#include "hostd/drivers/container_plan.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace pgfleet::hostd::container {
+namespace {
+
+constexpr const char* kDefaultUser = "nobody";
+
+// Docker's default capability set: what a job running as root keeps. Enough
+// for package managers and daemons that drop privileges; not enough to mount,
+// load modules, trace other processes or change the clock.
+constexpr uint64_t kRootCapabilities =
+    (1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID) |
+    (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETPCAP) |
+    (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_NET_RAW) | (1ULL << CAP_SYS_CHROOT) |
+    (1ULL << CAP_MKNOD) | (1ULL << CAP_AUDIT_WRITE) | (1ULL << CAP_SETFCAP);
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Resolves spec.user against the host's user database (before any pivot:
+// the job's rootfs may have no passwd at all, and must not choose our uids).
+void ResolveUser(const std::string& requested, ChildPlan* plan) {
+  std::string user = requested.empty() ? kDefaultUser : requested;
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  std::string uid_part = user, gid_part;
+  if (size_t colon = user.find(':'); colon != std::string::npos) {
+    uid_part = user.substr(0, colon);
+    gid_part = user.substr(colon + 1);
+    if (!AllDigits(uid_part) || !AllDigits(gid_part)) {
+      throw DriverError("user must be a name or uid[:gid] (got \"" + user + "\")");
+    }
+  }
+  if (AllDigits(uid_part)) {
+    plan->uid = static_cast<uid_t>(std::stoul(uid_part));
+    getpwuid_r(plan->uid, &pw, buf.data(), buf.size(), &found);
+    plan->gid = !gid_part.empty() ? static_cast<gid_t>(std::stoul(gid_part))
+                : found           ? found->pw_gid
+                                  : static_cast<gid_t>(plan->uid);
+    plan->groups = {plan->gid};
+  } else {
+    int rc = getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+    if (!found) {
+      throw DriverError("user \"" + user + "\" does not exist on host" +
+                        (rc ? ": " + ErrnoText(rc) : std::string()));
+    }
+    plan->uid = found->pw_uid;
+    plan->gid = found->pw_gid;
+    int n = 32;
+    std::vector<gid_t> groups(n);
+    while (getgrouplist(user.c_str(), plan->gid, groups.data(), &n) < 0) groups.resize(n);
+    groups.resize(n);
+    plan->groups = groups;
+  }
+  plan->keep_caps = plan->uid == 0 ? kRootCapabilities : 0;
+}
+
+std::string ResolveRootfs(const std::string& rootfs, const std::string& data_dir) {
+  std::string path = rootfs;
+  if (rootfs.find('/') == std::string::npos) {
+    if (data_dir.empty()) {
+      throw DriverError("rootfs \"" + rootfs + "\" is a name but hostd has no data dir");
+    }
+    path = data_dir + "/rootfs/" + rootfs;
+  }
+  std::string real = RealPath(path);
+  struct stat st {};
+  if (real.empty() || stat(real.c_str(), &st) != 0) {
+    throw DriverError("rootfs \"" + rootfs + "\" not found: " + path + ": " + ErrnoText(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    throw DriverError("rootfs \"" + rootfs + "\" is not a directory: " + real);
+  }
+  if (real == "/")
+    throw DriverError("rootfs \"" + rootfs + "\" is the host's root; leave rootfs empty");
+  return real;
+}
+
+// The job dir, owned by the job's user: where it works, whoever it runs as.
+void PlanWorkDir(const RunRequest& req, ChildPlan* p) {
+  p->work_source = RealPath(req.job_dir);
+  struct stat st {};
+  if (p->work_source.empty() || stat(p->work_source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw DriverError("job dir " + req.job_dir + " is missing: " + ErrnoText(errno));
+  }
+  if (p->uid != 0 && (st.st_uid != p->uid || st.st_gid != p->gid) &&
+      chown(p->work_source.c_str(), p->uid, p->gid) != 0) {
+    throw DriverError("cannot give job dir " + p->work_source + " to uid " +
+                      std::to_string(p->uid) + ": " + ErrnoText(errno));
+  }
+}
+
+// Where the root comes from and where the work dir goes in it.
+void PlanRoot(const model::JobSpec& spec, const PlanContext& context, ChildPlan* p) {
+  if (spec.rootfs.empty()) {
+    // The host's filesystem, read-only, assembled on an empty staging dir.
+    p->root_source = "/";
+    p->new_root = context.staging_root;
+    p->work_target = p->new_root + p->work_source;
+    p->workdir = p->work_source;
+    if (!context.data_dir.empty() && context.data_dir != "/") {
+      p->mask_target = p->new_root + context.data_dir;
+    }
+  } else {
+    p->root_source = ResolveRootfs(spec.rootfs, context.data_dir);
+    p->new_root = p->root_source;  // bound onto itself: it becomes a mount point
+    for (const char* d : {"/proc", "/tmp", "/dev", "/work"}) {
+      mkdir((p->new_root + d).c_str(), 0755);  // make-rootfs has them; a bare tree may not
+    }
+    p->work_target = p->new_root + "/work";
+    p->workdir = "/work";
+  }
+}
+
+// /proc, /tmp and /dev inside the new root.
+void PlanMounts(const model::JobSpec& spec, ChildPlan* p) {
+  p->proc_target = p->new_root + "/proc";
+  p->tmp_target = p->new_root + "/tmp";
+  p->dev_target = p->new_root + "/dev";
+  for (size_t i = 0; i < kNumDevices; ++i) {
+    p->device_targets[i] = p->dev_target + "/" + kDevices[i].name;
+  }
+  p->fd_link = p->dev_target + "/fd";
+  p->stdin_link = p->dev_target + "/stdin";
+  p->stdout_link = p->dev_target + "/stdout";
+  p->stderr_link = p->dev_target + "/stderr";
+  p->shm_link = p->dev_target + "/shm";
+  // tmpfs pages are charged to the job's memory cgroup anyway; the size cap
+  // just gives a clear ENOSPC instead of an OOM kill for a runaway writer.
+  p->tmp_options = "mode=1777,size=" + std::to_string(spec.memory) + "m";
+}
+
+}  // namespace
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+std::string RealPath(const std::string& path) {
+  char* r = realpath(path.c_str(), nullptr);
+  if (!r) return {};
+  std::string s = r;
+  std::free(r);
+  return s;
+}
+
+bool WantsNewNetwork(const model::JobSpec& spec) { return spec.network == "none"; }
+
+ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
+  const model::JobSpec& spec = req.spec;
+  if (spec.command.empty() || spec.command[0].empty()) {
+    throw DriverError("command must not be empty");
+  }
+  if (!WantsNewNetwork(spec) && !spec.network.empty() && spec.network != "host") {
+    throw DriverError("network must be \"host\" or \"none\" (got \"" + spec.network + "\")");
+  }
+  ChildPlan p;
+  ResolveUser(spec.user, &p);
+  p.cap_last = context.cap_last;
+  PlanWorkDir(req, &p);
+  PlanRoot(spec, context, &p);
+  PlanMounts(spec, &p);
+  p.hostname = std::to_string(req.job_id);
+  p.loopback_up = WantsNewNetwork(spec);
+
+  p.argv_store = spec.command;
+  for (auto& a : p.argv_store) p.argv.push_back(a.data());
+  p.argv.push_back(nullptr);
+  p.env_store = JobEnvironment(req, JobIds::kOmit);
+  for (auto& e : p.env_store) p.envp.push_back(e.data());
+  p.envp.push_back(nullptr);
+  return p;
+}
+
+}  // namespace pgfleet::hostd::container

@@ -1,0 +1,85 @@
+#pragma once
+// The container driver's plan (container.h has the model): everything the
+// child needs to turn itself into the job, computed in the parent before
+// clone() from the RunRequest and the host (its user database, the rootfs,
+// the job dir). Building a plan may allocate, throw and log; the child
+// (container_child.h) only reads it, because between clone and exec it may
+// do nothing else.
+//
+// Only the container driver (container.cpp) calls BuildPlan; it fills in
+// the descriptors (stdin_fd, log_fd, sync_fd) itself.
+
+#include <linux/capability.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hostd/drivers/driver.h"
+
+namespace pgfleet::hostd::container {
+
+struct DeviceNode {
+  const char* name;
+  unsigned major;
+  unsigned minor;
+};
+inline constexpr DeviceNode kDevices[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+                                          {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+inline constexpr size_t kNumDevices = sizeof(kDevices) / sizeof(kDevices[0]);
+
+// Everything the child needs, computed before clone(): between clone and
+// exec the child of a multi-threaded process may only make async-signal-safe
+// calls (in practice: plain system calls), so it must not allocate or take
+// any lock another thread may have held at clone time. It only reads this
+// plan, except that MkdirP edits mask_target and work_target in place (in
+// the child's own copy of memory).
+struct ChildPlan {
+  std::string root_source;  // rootfs directory, or "/" for the host's filesystem
+  std::string new_root;     // mount point the container's root is assembled on
+  std::string proc_target, tmp_target, dev_target;
+  std::string device_targets[kNumDevices];
+  std::string fd_link, stdin_link, stdout_link, stderr_link, shm_link;
+  std::string tmp_options;
+  std::string mask_target;  // hostd's data dir inside the new root; empty = none
+  std::string work_source;  // the job dir on the host
+  std::string work_target;  // where it is bound inside the new root
+  std::string workdir;      // the job's cwd after pivot_root
+  std::string hostname;
+  bool loopback_up = false;  // new network namespace: bring up lo, as Docker's "none" does
+
+  std::vector<std::string> argv_store, env_store;
+  std::vector<char*> argv, envp;
+
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  uint64_t keep_caps = 0;
+  int cap_last = CAP_LAST_CAP;
+
+  int stdin_fd = -1;
+  int log_fd = -1;
+  int sync_fd = -1;  // child's end of the socket pair with the parent
+};
+
+// What BuildPlan needs to know about the driver.
+struct PlanContext {
+  std::string data_dir;         // realpath of hostd's data dir ("" when unset)
+  std::string staging_root;     // empty dir the host-fs root is assembled on
+  int cap_last = CAP_LAST_CAP;  // the kernel's highest capability
+};
+
+// The plan for req. Throws DriverError naming what is wrong (the command, the
+// network, the user, the rootfs, the job dir). May chown the job dir to the
+// job's user.
+ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context);
+
+// Whether the plan runs the job in a new network namespace (network "none").
+bool WantsNewNetwork(const model::JobSpec& spec);
+
+std::string ErrnoText(int err);
+// realpath(3) as a string; "" when the path does not resolve.
+std::string RealPath(const std::string& path);
+
+}  // namespace pgfleet::hostd::container

@@ -1,0 +1,41 @@
+#pragma once
+// What hostd is told about itself (flags), as the agent (agent.h) and the
+// store (store.h) use it. Plain data: main fills it in once, before the
+// agent starts, and nobody changes it afterwards.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/model/constants.h"
+
+namespace pgfleet::hostd {
+
+// The scheduler's default host TTL, until the database says otherwise.
+inline constexpr int64_t kDefaultHostTtlMs = model::kDefaultHostTtlSeconds * 1000;
+
+struct HostConfig {
+  std::string id;
+  std::string dsn;
+  std::string api_url;  // advertised
+  int cpu = 0;          // millicores
+  int memory = 0;       // MiB
+  std::map<std::string, std::string> labels;
+  std::string driver;
+  std::string driver_note;
+  std::chrono::milliseconds heartbeat_interval{2000};
+  std::chrono::milliseconds reconcile_interval{5000};
+  // Self-fence: SIGKILL all jobs when no heartbeat succeeded for host_ttl
+  // (less a small margin, SelfFenceAfter). The database's pgfleet.host_ttl()
+  // wins when shorter.
+  bool self_fence = true;
+  // Also each job's shim fences its job when the lease runs out, so the
+  // guarantee holds while hostd itself is down or hung (lease.h). Off by
+  // default: a dead hostd then leaves its jobs running until it is back.
+  bool shim_fence = false;
+  std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};
+  std::string data_dir;  // where the lease file lives
+};
+
+}  // namespace pgfleet::hostd

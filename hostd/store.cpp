@@ -1,0 +1,100 @@
+#include "hostd/store.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/db/statements.h"
+
+namespace pgfleet::hostd::store {
+namespace {
+
+using nlohmann::json;
+
+constexpr db::Statement kRegisterHost{
+    "hostd_register_host",
+    "select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation"};
+
+constexpr db::Statement kHostTtl{
+    "hostd_host_ttl", "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
+
+// The host state is compared here, in SQL, where host states are defined.
+constexpr db::Statement kHeartbeat{
+    "hostd_heartbeat",
+    "select state, state = 'lost' as lost, generation from pgfleet.heartbeat($1, $2, $3)"};
+
+constexpr db::Statement kReportJobs{
+    "hostd_report_jobs",
+    "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)"};
+
+constexpr db::Statement kHostJobs{
+    "hostd_host_jobs",
+    "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted,"
+    "       pgfleet.job_spec(j)::text as spec"
+    "  from pgfleet.host_jobs($1) j"};
+
+}  // namespace
+
+void Prepare(pqxx::connection& conn) {
+  db::PrepareAll(conn, {&kRegisterHost, &kHostTtl, &kHeartbeat, &kReportJobs, &kHostJobs});
+}
+
+int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
+  json labels = config.labels;
+  auto row = db::Exec1(tx, kRegisterHost, config.id, config.api_url, config.cpu, config.memory,
+                       labels.dump(), config.driver, config.driver_note);
+  return row["generation"].as<int64_t>();
+}
+
+std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx) {
+  double seconds = db::Exec1(tx, kHostTtl)["seconds"].as<double>();
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
+                                    int64_t generation, int running_jobs) {
+  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs);
+  if (rows.empty()) return std::nullopt;
+  HostStatus s;
+  s.state = rows[0]["state"].as<std::string>();
+  s.lost = rows[0]["lost"].as<bool>();
+  s.generation = rows[0]["generation"].as<int64_t>();
+  return s;
+}
+
+std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
+                                     int64_t generation,
+                                     const std::vector<model::Report>& reports) {
+  json batch = json::array();
+  for (const auto& r : reports) batch.push_back(model::ToJson(r));
+  auto rows = db::Exec(tx, kReportJobs, host, generation,
+                       batch.dump(-1, ' ', false, json::error_handler_t::replace));
+  std::vector<ReportResult> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    ReportResult r;
+    r.job = row["job_id"].as<int64_t>();
+    r.attempt = row["attempt"].as<int>();
+    r.kind = model::ParseReportKind(row["kind"].as<std::string>());
+    r.accepted = row["accepted"].as<bool>();
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host) {
+  auto rows = db::Exec(tx, kHostJobs, host);
+  std::vector<HostJob> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    HostJob j;
+    j.job = row["id"].as<int64_t>();
+    j.attempt = row["attempt"].as<int>();
+    j.state_name = row["state"].as<std::string>();
+    j.state = model::ParseJobState(j.state_name);
+    j.stop_wanted = row["stop_wanted"].as<bool>();
+    j.spec_json = row["spec"].as<std::string>();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace pgfleet::hostd::store

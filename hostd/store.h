@@ -1,0 +1,67 @@
+#pragma once
+// hostd's statements: every SQL statement hostd runs, named and prepared
+// once per connection (Prepare, from ReconnectingConnection::SetOnConnect),
+// each behind a typed function that reads its result columns by name. The
+// SQL functions called here (pgfleet.register_host, heartbeat, host_ttl,
+// report_jobs, host_jobs, job_spec) are defined in sql/; their parameters and
+// result columns are the contract.
+//
+// Only the agent's thread (agent.h), which owns the connection, calls these.
+// Each takes the caller's transaction and never commits it.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "core/model/report.h"
+#include "core/model/states.h"
+#include "hostd/host_config.h"
+
+namespace pgfleet::hostd::store {
+
+// Prepares every statement below on conn.
+void Prepare(pqxx::connection& conn);
+
+// Registers (or re-registers) the host; returns its new generation.
+int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config);
+
+// pgfleet.host_ttl(): how long schedulers let a host go without a heartbeat.
+std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx);
+
+// The host as the database sees it after a heartbeat.
+struct HostStatus {
+  std::string state;  // for logs only
+  bool lost = false;  // declared lost: our attempts may have been superseded
+  int64_t generation = 0;
+};
+// Records a heartbeat of this generation; nullopt when the host is not in
+// pgfleet.hosts any more.
+std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
+                                    int64_t generation, int running_jobs);
+
+// The database's verdict on one report.
+struct ReportResult {
+  int64_t job = 0;
+  int attempt = 0;
+  std::optional<model::ReportKind> kind;  // nullopt: a kind this hostd does not know
+  bool accepted = false;
+};
+// Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs.
+std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
+                                     int64_t generation, const std::vector<model::Report>& reports);
+
+// One job the database says this host runs (assigned or running).
+struct HostJob {
+  int64_t job = 0;
+  int attempt = 0;
+  std::optional<model::JobState> state;  // nullopt: a state this hostd does not know
+  std::string state_name;                // as the database wrote it, for logs
+  bool stop_wanted = false;              // desired_state = 'stop'
+  std::string spec_json;                 // pgfleet.job_spec(job)
+};
+std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host);
+
+}  // namespace pgfleet::hostd::store
