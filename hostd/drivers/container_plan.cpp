@@ -175,7 +175,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   p.argv_store = spec.command;
   for (auto& a : p.argv_store) p.argv.push_back(a.data());
   p.argv.push_back(nullptr);
-  p.env_store = JobEnvironment(req, JobIds::kOmit);
+  p.env_store = JobEnvironment(req);
   for (auto& e : p.env_store) p.envp.push_back(e.data());
   p.envp.push_back(nullptr);
   return p;

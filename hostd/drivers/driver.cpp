@@ -5,14 +5,12 @@
 
 namespace pgfleet::hostd {
 
-std::vector<std::string> JobEnvironment(const RunRequest& req, JobIds ids) {
+std::vector<std::string> JobEnvironment(const RunRequest& req) {
   std::vector<std::string> env;
   for (const auto& [key, value] : req.spec.env) env.push_back(key + "=" + value);
   if (!req.spec.env.count("PATH")) env.push_back(std::string("PATH=") + kDefaultJobPath);
-  if (ids == JobIds::kInclude) {
-    env.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
-    env.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
-  }
+  env.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
+  env.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
   return env;
 }
 

@@ -37,15 +37,11 @@ struct RunRequest {
 inline constexpr const char* kDefaultJobPath =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-// Whether a job's environment names its attempt.
-enum class JobIds {
-  kOmit,     // container driver: exactly what docs/containers.md promises
-  kInclude,  // process driver: PGFLEET_JOB_ID and PGFLEET_ATTEMPT too
-};
 // The environment a job runs with, as "KEY=value" strings in this order:
 // spec.env (sorted by key), PATH=kDefaultJobPath when spec.env has no PATH,
-// then, with JobIds::kInclude, PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>.
-std::vector<std::string> JobEnvironment(const RunRequest& req, JobIds ids);
+// then PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>. Every driver uses it,
+// so a job sees the same environment however it runs.
+std::vector<std::string> JobEnvironment(const RunRequest& req);
 
 // What a finished job reports. exit_code is set when it exited, signal when it
 // was killed; error explains a failure in words (e.g. "out of memory (limit 64 MiB)").

@@ -62,7 +62,7 @@ class ProcessDriver : public Driver {
   std::string name() const override { return "process"; }
 
   std::unique_ptr<Execution> Start(const RunRequest& req) override {
-    std::vector<std::string> env_store = JobEnvironment(req, JobIds::kInclude);
+    std::vector<std::string> env_store = JobEnvironment(req);
     std::vector<char*> envp, argv;
     for (auto& e : env_store) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -381,14 +381,16 @@ TEST_F(ContainerDriverTest, RootOnlyWhenAskedAndWithDockersCapabilities) {
   EXPECT_EQ(r.output, "0\nCapBnd:\t00000000a80425fb\n");
 }
 
-TEST_F(ContainerDriverTest, EnvironmentIsTheSpecsPlusPath) {
+TEST_F(ContainerDriverTest, EnvironmentIsTheSpecsPlusPathAndTheJobsIds) {
   RunRequest req = Request({"env"});
   req.spec.env = {{"GREETING", "hello world"}};
   Result r = Run(req);
   ASSERT_EQ(r.status.exit_code, 0) << r.output;
   EXPECT_EQ(r.output,
             "GREETING=hello world\n"
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n");
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "PGFLEET_JOB_ID=" + std::to_string(req.job_id) + "\n" +
+            "PGFLEET_ATTEMPT=" + std::to_string(req.attempt) + "\n");
 }
 
 TEST_F(ContainerDriverTest, NetworkNoneLeavesOnlyLoopback) {

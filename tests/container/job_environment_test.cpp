@@ -20,21 +20,16 @@ RunRequest Request(std::map<std::string, std::string> env) {
   return req;
 }
 
-TEST(JobEnvironmentTest, ContainerJobsGetExactlyTheSpecsEnvPlusDefaultPath) {
-  auto env = JobEnvironment(Request({{"B", "2"}, {"A", "1 2"}}), JobIds::kOmit);
-  EXPECT_EQ(env,
-            (std::vector<std::string>{"A=1 2", "B=2", std::string("PATH=") + kDefaultJobPath}));
-}
-
-TEST(JobEnvironmentTest, ProcessJobsAlsoLearnTheirJobAndAttempt) {
-  auto env = JobEnvironment(Request({{"GREETING", "hi"}}), JobIds::kInclude);
-  EXPECT_EQ(env, (std::vector<std::string>{"GREETING=hi", std::string("PATH=") + kDefaultJobPath,
+TEST(JobEnvironmentTest, TheSpecsEnvSortedThenDefaultPathThenJobAndAttempt) {
+  auto env = JobEnvironment(Request({{"B", "2"}, {"A", "1 2"}}));
+  EXPECT_EQ(env, (std::vector<std::string>{"A=1 2", "B=2", std::string("PATH=") + kDefaultJobPath,
                                            "PGFLEET_JOB_ID=42", "PGFLEET_ATTEMPT=3"}));
 }
 
 TEST(JobEnvironmentTest, ASpecsPathReplacesTheDefault) {
-  auto env = JobEnvironment(Request({{"PATH", "/opt/bin"}}), JobIds::kOmit);
-  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/opt/bin"}));
+  auto env = JobEnvironment(Request({{"PATH", "/opt/bin"}}));
+  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/opt/bin", "PGFLEET_JOB_ID=42",
+                                           "PGFLEET_ATTEMPT=3"}));
 }
 
 }  // namespace
