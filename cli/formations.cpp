@@ -90,7 +90,6 @@ int CmdFormation(const std::vector<std::string>& all_args) {
   auto [args, command] =
       SplitAtDoubleDash(std::vector<std::string>(all_args.begin() + 1, all_args.end()));
   FormationFlags flags;
-  flags.f.kind = "batch";
   Command cmd("pgfleet formation " + sub, sub == "list" ? kListing : kText);
   AddFormationOptions(cmd, &flags);
   if (!cmd.Parse(args)) return kExitOk;

@@ -125,7 +125,7 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 struct NewFormation {
   std::string name;
-  std::string kind;  // service or batch
+  std::string kind = "batch";  // or "service"
   int replicas = 0;
   // The jobs' template: cpu, memory, env, constraints, priority, and command
   // (empty = none, stored as null).
