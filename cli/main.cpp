@@ -1,5 +1,6 @@
-// pgfleet: the command-line client. Every command is a thin layer over SQL on
-// the pgfleet schema (and, for logs, the hosts' API).
+// pgfleet: the command-line client. main() picks the command by its name and
+// turns what it throws into an exit code (command.h). Each command is a thin
+// layer over the statements in queries.h (and, for logs, the hosts' API).
 
 #include <spdlog/spdlog.h>
 
@@ -7,7 +8,7 @@
 #include <iostream>
 #include <map>
 
-#include "cli/common.h"
+#include "cli/command.h"
 
 namespace {
 

@@ -1,0 +1,94 @@
+#include "cli/command.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/queries.h"
+#include "core/db/connection.h"
+#include "core/net/http.h"
+
+namespace pgfleet::cli {
+
+Command::Command(const std::string& usage, Output output) : opts_(usage), output_(output) {}
+
+void Command::Positional(const char* name, std::vector<std::string>* out) {
+  if (positional_) throw std::logic_error("Command::Positional called twice");
+  positional_ = name;
+  opts_.add_options()(name, po::value(out)->composing(), "");
+}
+
+bool Command::Parse(const std::vector<std::string>& args) {
+  opts_.add_options()("db", po::value(&db_),
+                      "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
+      "token-file", po::value(&token_file_),
+      "cluster token, to read logs from hosts (else $PGFLEET_TOKEN_FILE)")("help,h",
+                                                                           "show this help");
+  if (output_ == kListing) {
+    opts_.add_options()("json", po::bool_switch(&json_), "print JSON instead of a table");
+  }
+  try {
+    po::positional_options_description pos;
+    if (positional_) pos.add(positional_, -1);
+    po::store(po::command_line_parser(args).options(opts_).positional(pos).run(), vm_);
+    po::notify(vm_);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (!Given("help")) return true;
+  std::cout << opts_ << "\n";
+  return false;
+}
+
+std::unique_ptr<pqxx::connection> Command::Connect() const {
+  auto conn = db::Connect(db::ResolveDsn(db_));
+  PrepareQueries(*conn);
+  return conn;
+}
+
+std::string Command::TokenOrEmpty() const {
+  std::string path = token_file_;
+  if (path.empty()) {
+    if (const char* env = std::getenv("PGFLEET_TOKEN_FILE")) path = env;
+  }
+  if (path.empty()) return "";
+  return net::ReadTokenFile(path);
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
+    const std::vector<std::string>& args) {
+  std::pair<std::vector<std::string>, std::vector<std::string>> out;
+  bool after = false;
+  for (const auto& a : args) {
+    if (!after && a == "--") {
+      after = true;
+      continue;
+    }
+    (after ? out.second : out.first).push_back(a);
+  }
+  return out;
+}
+
+void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
+                  model::JobSpec* spec) {
+  try {
+    for (const auto& e : envs) spec->env.insert(model::ParseKeyValue("--env", e));
+    for (const auto& c : constraints) {
+      spec->constraints.insert(model::ParseKeyValue("--constraint", c));
+    }
+    model::Validate(*spec);
+  } catch (const model::SpecError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+int64_t ParseJobId(const std::string& s) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used == s.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("JOB must be a positive integer job id (got \"" + s + "\")");
+}
+
+}  // namespace pgfleet::cli

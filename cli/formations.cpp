@@ -1,0 +1,118 @@
+// pgfleet formation create | scale | list: managing formations (a service
+// keeps N replicas running; a batch formation groups jobs).
+
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/queries.h"
+
+namespace pgfleet::cli {
+namespace {
+
+// Every flag `formation` takes (each subcommand accepts them all).
+struct FormationFlags {
+  std::vector<std::string> pos, envs, constraints;
+  NewFormation f;
+};
+
+void AddFormationOptions(Command& cmd, FormationFlags* flags) {
+  model::JobSpec& s = flags->f.job;
+  cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
+      "replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
+      "cpu", po::value(&s.cpu), "per replica, millicores")("memory", po::value(&s.memory),
+                                                           "per replica, MiB")(
+      "priority", po::value(&s.priority), "0-100")("env", po::value(&flags->envs)->composing(),
+                                                   "KEY=VALUE (repeatable)")(
+      "constraint", po::value(&flags->constraints)->composing(), "KEY=VALUE (repeatable)");
+  cmd.Positional("args", &flags->pos);
+}
+
+int List(pqxx::connection& conn, bool as_json) {
+  pqxx::work tx(conn);
+  auto out = FormationStatuses(tx);
+  if (as_json) {
+    PrintJson(out);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (auto& x : out) {
+    table.push_back({x["name"].get<std::string>(), x["kind"].get<std::string>(),
+                     x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
+                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump()});
+  }
+  PrintTable({"NAME", "KIND", "DESIRED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"}, table);
+  return kExitOk;
+}
+
+// `formation scale NAME N`: N from its word; throws UsageError.
+int ParseReplicas(const std::vector<std::string>& pos) {
+  if (pos.size() != 2) throw UsageError("expected: formation scale NAME N");
+  int n;
+  try {
+    n = std::stoi(pos[1]);
+  } catch (const std::exception&) {
+    throw UsageError("replicas must be an integer (got \"" + pos[1] + "\")");
+  }
+  if (n < 0) throw UsageError("replicas must be >= 0 (got " + pos[1] + ")");
+  return n;
+}
+
+// Checks `formation create`'s words and completes flags->f; throws UsageError.
+void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command) {
+  NewFormation& f = flags->f;
+  if (flags->pos.size() != 1) {
+    throw UsageError("expected: formation create NAME [options] -- CMD ARG...");
+  }
+  f.name = flags->pos[0];
+  if (f.kind != "service" && f.kind != "batch")
+    throw UsageError("--kind must be service or batch (got \"" + f.kind + "\")");
+  if (f.replicas < 0)
+    throw UsageError("--replicas must be >= 0 (got " + std::to_string(f.replicas) + ")");
+  if (f.kind == "service" && command.empty())
+    throw UsageError("a service formation needs a command after --");
+  // The rules apply to the template as to a job; a batch template may have no command.
+  f.job.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
+  CompleteSpec(flags->envs, flags->constraints, &f.job);
+  f.job.command = command;
+}
+
+}  // namespace
+
+int CmdFormation(const std::vector<std::string>& all_args) {
+  if (all_args.empty() ||
+      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "list")) {
+    throw UsageError(
+        "expected: formation create NAME [--kind K] [--replicas N] [...] -- CMD... | "
+        "formation scale NAME N | formation list");
+  }
+  const std::string sub = all_args[0];
+  auto [args, command] =
+      SplitAtDoubleDash(std::vector<std::string>(all_args.begin() + 1, all_args.end()));
+  FormationFlags flags;
+  Command cmd("pgfleet formation " + sub, sub == "list" ? kListing : kText);
+  AddFormationOptions(cmd, &flags);
+  if (!cmd.Parse(args)) return kExitOk;
+  if (sub == "list") {
+    auto conn = cmd.Connect();
+    return List(*conn, cmd.json());
+  }
+  if (sub == "scale") {
+    int n = ParseReplicas(flags.pos);
+    auto conn = cmd.Connect();
+    pqxx::work tx(*conn);
+    ScaleFormation(tx, flags.pos[0], n);
+    tx.commit();
+    std::cout << flags.pos[0] << " scaled to " << n << "\n";
+    return kExitOk;
+  }
+  CheckCreate(&flags, command);
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  int id = CreateFormation(tx, flags.f);
+  tx.commit();
+  std::cout << flags.f.name << " created (id " << id << ")\n";
+  return kExitOk;
+}
+
+}  // namespace pgfleet::cli

@@ -1,0 +1,20 @@
+#pragma once
+// Reading an attempt's output from the host that ran it (hostd's
+// GET /v1/jobs/{id}/logs), for `pgfleet logs` and `pgfleet run --wait`.
+// The database keeps only the last 4 KiB of a finished attempt; the host
+// keeps it all, for as long as it keeps the attempt's directory.
+
+#include <cstdint>
+#include <string>
+
+namespace pgfleet::cli {
+
+// Copies the attempt's output to stdout as it arrives; with follow, until the
+// attempt ends on the host. tail >= 0 asks for the last `tail` lines only.
+// Returns false when the host could not be asked or stopped answering (no
+// token or API URL, unreachable, a status other than 200); output already
+// copied stays printed.
+bool StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job, int attempt,
+                    bool follow, int tail);
+
+}  // namespace pgfleet::cli

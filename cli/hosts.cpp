@@ -1,0 +1,98 @@
+// pgfleet hosts | drain | host offline|online: listing hosts and the
+// operator's controls over them.
+
+#include <iostream>
+#include <optional>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "cli/queries.h"
+#include "core/util/text.h"
+
+namespace pgfleet::cli {
+namespace {
+
+// The state `host WORD` sets, by the operator's word for it.
+std::optional<std::string> HostStateFor(const std::string& word) {
+  if (word == "offline") return "offline";
+  if (word == "online") return "up";
+  return std::nullopt;
+}
+
+// Writes what drain / host did: "HOST STATE" (and the drain deadline).
+void PrintHostState(const std::string& host, const std::string& state,
+                    const std::string& deadline) {
+  std::cout << host << " " << state << (deadline.empty() ? "" : " (deadline in " + deadline + ")")
+            << "\n";
+}
+
+}  // namespace
+
+int CmdHosts(const std::vector<std::string>& args) {
+  Command cmd("pgfleet hosts", kListing);
+  if (!cmd.Parse(args)) return kExitOk;
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  auto hosts = ListHosts(tx);
+  if (cmd.json()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& h : hosts) out.push_back(nlohmann::json::parse(h.json));
+    PrintJson(out);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const auto& h : hosts) {
+    table.push_back({h.id, h.shown_state, h.heartbeat_age + "s", h.cpu, h.memory, h.running_jobs,
+                     h.labels, h.driver, h.api_url, h.driver_note});
+  }
+  PrintTable({"ID", "STATE", "HEARTBEAT", "CPU FREE", "MEMORY FREE", "RUNNING", "LABELS", "DRIVER",
+              "API", "DRIVER NOTE"},
+             table);
+  return kExitOk;
+}
+
+int CmdDrain(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  std::string deadline;
+  Command cmd("pgfleet drain HOST [--deadline 10m]", kText);
+  cmd.Positional("args", &pos);
+  cmd.Options()(
+      "deadline", po::value(&deadline),
+      "stop and requeue elsewhere the batch jobs still running after this long (90s, 10m, 2h)");
+  if (!cmd.Parse(args)) return kExitOk;
+  if (pos.size() != 1) throw UsageError("expected exactly one HOST");
+  const std::string& host = pos[0];
+  std::optional<double> deadline_seconds;
+  if (!deadline.empty()) {
+    try {
+      deadline_seconds =
+          static_cast<double>(util::ParseDuration("--deadline", deadline, true).count());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  DrainHost(tx, host, deadline_seconds);
+  tx.commit();
+  PrintHostState(host, "draining", deadline);
+  return kExitOk;
+}
+
+int CmdHost(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  Command cmd("pgfleet host offline|online HOST", kText);
+  cmd.Positional("args", &pos);
+  if (!cmd.Parse(args)) return kExitOk;
+  std::optional<std::string> state = pos.size() == 2 ? HostStateFor(pos[0]) : std::nullopt;
+  if (!state) throw UsageError("expected: host offline HOST | host online HOST");
+  const std::string& host = pos[1];
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  SetHostState(tx, host, *state);
+  tx.commit();
+  PrintHostState(host, *state, "");
+  return kExitOk;
+}
+
+}  // namespace pgfleet::cli

@@ -1,0 +1,53 @@
+// pgfleet logs: a job's output, from the host that ran it, else the last
+// 4 KiB the database keeps.
+
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/host_logs.h"
+#include "cli/queries.h"
+
+namespace pgfleet::cli {
+
+int CmdLogs(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  bool follow = false;
+  int tail = -1, attempt = 0;
+  Command cmd("pgfleet logs JOB [-f] [--tail N] [--attempt N]", kText);
+  cmd.Options()("follow,f", po::bool_switch(&follow), "keep printing until the attempt ends")(
+      "tail", po::value(&tail), "only the last N lines")("attempt", po::value(&attempt),
+                                                         "attempt (default: the latest)");
+  cmd.Positional("job", &pos);
+  if (!cmd.Parse(args)) return kExitOk;
+  if (pos.size() != 1) throw UsageError("expected exactly one JOB");
+  if (cmd.Given("tail") && tail < 0)
+    throw UsageError("--tail must be >= 0 (got " + std::to_string(tail) + ")");
+  if (attempt < 0) throw UsageError("--attempt must be > 0 (got " + std::to_string(attempt) + ")");
+  int64_t id = ParseJobId(pos[0]);
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  auto job = GetJobProgress(tx, id);
+  tx.commit();
+  if (!job) {
+    std::cerr << "pgfleet logs: job " << id << " does not exist\n";
+    return kExitFailure;
+  }
+  int a = attempt > 0 ? attempt : job->attempt;
+  if (a == 0) {
+    std::cerr << "pgfleet logs: job " << id << " has not run yet (" << model::ToString(job->state)
+              << ")\n";
+    return kExitFailure;
+  }
+  if (StreamHostLogs(job->api_url, cmd.TokenOrEmpty(), id, a, follow, tail)) return kExitOk;
+  if (job->output_tail) {
+    std::cerr << "pgfleet logs: host " << job->host_id << " not reachable (or no --token-file); "
+              << "showing the last 4 KiB kept in the database\n";
+    std::cout << *job->output_tail;
+    return kExitOk;
+  }
+  std::cerr << "pgfleet logs: no logs available for job " << id << " (host " << job->host_id
+            << " not reachable, or no --token-file / $PGFLEET_TOKEN_FILE)\n";
+  return kExitFailure;
+}
+
+}  // namespace pgfleet::cli

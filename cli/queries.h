@@ -1,0 +1,137 @@
+#pragma once
+// The CLI's store: every SQL statement the pgfleet command runs, as a named
+// db::Statement in queries.cpp, behind typed functions that return plain
+// structs read by column name. Command files hold no SQL.
+//
+// Command::Connect calls PrepareQueries on its connection (libpqxx prepares
+// each statement on the server at its first use, so a short-lived command
+// pays only for the statements it runs). Every function runs in the caller's
+// transaction and commits nothing; writes take effect when the caller commits.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "core/model/job_spec.h"
+#include "core/model/states.h"
+
+namespace pgfleet::cli {
+
+// Defines every statement below on conn (once per connection).
+void PrepareQueries(pqxx::connection& conn);
+
+// --- jobs ---
+
+// Submits through pgfleet.submit (named arguments) and returns the job's id;
+// with an idempotency_key already used, the id of that job (nothing created).
+// An empty key, rootfs or user is passed as null.
+int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& spec,
+               const std::string& idempotency_key);
+
+// Where a job stands and where its output is: what `run --wait` and `logs` read.
+struct JobProgress {
+  model::JobState state = model::JobState::kPending;
+  int attempt = 0;      // 0 until the job first runs
+  std::string host_id;  // "" when never placed
+  std::string api_url;  // the host's API, "" when unknown
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<std::string> output_tail;  // last 4 KiB, kept once the attempt ended
+  std::optional<std::string> error;        // why the job failed or was cancelled
+};
+// nullopt when the job does not exist.
+std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t job);
+
+struct JobFilter {
+  bool all = false;       // include final jobs
+  std::string formation;  // "" = every formation
+  int limit = 100;        // newest first
+};
+struct JobRow {
+  int64_t id = 0;
+  std::string formation;
+  model::JobState state = model::JobState::kPending;
+  int attempt = 0;
+  std::string host_id;  // "" when not placed
+  int cpu = 0;          // millicores
+  int memory = 0;       // MiB
+  std::string created;  // "YYYY-MM-DD HH24:MI:SS", the database's time zone
+  std::string command;  // argv joined by spaces
+  std::string error;    // "" when none
+  std::string json;     // the whole pgfleet.jobs row as a JSON object
+};
+std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter);
+
+// The pgfleet.jobs row as a JSON object with its events (oldest first) under
+// "events"; nullopt when the job does not exist.
+std::optional<nlohmann::json> InspectJob(pqxx::transaction_base& tx, int64_t job);
+
+// pgfleet.cancel: returns "cancelled", "stopping", or the final state the job
+// already had.
+std::string CancelJob(pqxx::transaction_base& tx, int64_t job);
+
+// --- events ---
+
+struct EventRow {
+  int64_t id = 0;
+  std::string at;  // "YYYY-MM-DD HH24:MI:SS.MS"
+  int64_t job_id = 0;
+  int attempt = 0;
+  std::string kind;
+  std::string host_id;  // "" when none
+  std::string detail;   // "" when none
+  std::string json;     // the whole pgfleet.job_events row as a JSON object
+};
+// The newest `limit` events with id > after_id (of one job, or of all when
+// job == 0), returned oldest first.
+std::vector<EventRow> ListEvents(pqxx::transaction_base& tx, int64_t job, int64_t after_id,
+                                 int limit);
+
+// --- hosts ---
+
+struct HostRow {
+  std::string id;
+  std::string shown_state;    // state, with " (heartbeat late)" / " (suspended)" when so
+  std::string heartbeat_age;  // seconds, "-" when never heard from
+  std::string cpu;            // "free/totalm"
+  std::string memory;         // "free/totalMi"
+  std::string running_jobs;
+  std::string labels;  // JSON object
+  std::string driver;
+  std::string driver_note;  // "" when none
+  std::string api_url;
+  std::string json;  // the whole pgfleet.host_status row as a JSON object
+};
+std::vector<HostRow> ListHosts(pqxx::transaction_base& tx);
+
+// pgfleet.drain; deadline_seconds nullopt = batch jobs may run to completion.
+void DrainHost(pqxx::transaction_base& tx, const std::string& host,
+               std::optional<double> deadline_seconds);
+// pgfleet.set_host_state (up, draining or offline).
+void SetHostState(pqxx::transaction_base& tx, const std::string& host, const std::string& state);
+
+// --- formations and the cluster ---
+
+// pgfleet.cluster_summary as a JSON object.
+nlohmann::json ClusterSummary(pqxx::transaction_base& tx);
+// pgfleet.formation_status rows as a JSON array of objects, by name.
+nlohmann::json FormationStatuses(pqxx::transaction_base& tx);
+
+// pgfleet.scale.
+void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int replicas);
+
+struct NewFormation {
+  std::string name;
+  std::string kind = "batch";  // or "service"
+  int replicas = 0;
+  // The jobs' template: cpu, memory, env, constraints, priority, and command
+  // (empty = none, stored as null).
+  model::JobSpec job;
+};
+// Inserts into pgfleet.formations; returns the new formation's id.
+int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f);
+
+}  // namespace pgfleet::cli

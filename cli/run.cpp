@@ -1,0 +1,110 @@
+// pgfleet run: submits one job; with --wait, streams its output and exits
+// with its exit code.
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/host_logs.h"
+#include "cli/queries.h"
+#include "core/model/job_spec.h"
+
+namespace pgfleet::cli {
+namespace {
+
+// What `run` was asked for, from its flags.
+struct RunRequest {
+  model::JobSpec spec;
+  std::string idempotency_key;
+  bool wait = false;
+};
+
+// Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.
+void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs,
+                   std::vector<std::string>* constraints) {
+  model::JobSpec& s = req->spec;
+  cmd.Options()("formation", po::value(&s.formation), "formation (default: default)")(
+      "cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
+      "memory", po::value(&s.memory), "memory limit in MiB (default 64)")(
+      "constraint", po::value(constraints)->composing(),
+      "host label KEY=VALUE required (repeatable)")("env", po::value(envs)->composing(),
+                                                    "environment KEY=VALUE (repeatable)")(
+      "priority", po::value(&s.priority), "0-100 (default 50)")(
+      "max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
+      "idempotency-key", po::value(&req->idempotency_key),
+      "submitting twice with one key creates one job")(
+      "rootfs", po::value(&s.rootfs), "container root filesystem (directory or name)")(
+      "user", po::value(&s.user), "user to run as (container default: nobody)")(
+      "network", po::value(&s.network), "host (default) or none")(
+      "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
+      "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
+      "stop-grace", po::value(&s.stop_grace_seconds),
+      "seconds from SIGTERM to SIGKILL (default 10)")(
+      "wait", po::bool_switch(&req->wait), "stream the output and exit with the job's exit code");
+}
+
+// Polls the job, streaming each attempt's output from its host, until the job
+// is final; returns the exit code `run --wait` ends with.
+int WaitForJob(pqxx::connection& conn, int64_t id, const std::string& token) {
+  int streamed_attempt = 0;
+  bool streamed_ok = false;
+  while (true) {
+    pqxx::work tx(conn);
+    auto job = GetJobProgress(tx, id);
+    tx.commit();
+    if (!job) throw std::runtime_error("job " + std::to_string(id) + " vanished");
+    bool final = model::IsFinal(job->state);
+    if ((job->state == model::JobState::kRunning || final) && job->attempt > streamed_attempt) {
+      streamed_attempt = job->attempt;
+      streamed_ok = StreamHostLogs(job->api_url, token, id, job->attempt, true, -1);
+      continue;  // re-read the state after the attempt's output ended
+    }
+    if (final) {
+      if (!streamed_ok && job->output_tail) std::cout << *job->output_tail;
+      std::cout.flush();
+      if (job->state == model::JobState::kSucceeded) return kExitOk;
+      if (job->error) {
+        std::cerr << "job " << id << " " << model::ToString(job->state) << ": " << *job->error
+                  << "\n";
+      }
+      if (job->exit_code && *job->exit_code > 0) return *job->exit_code;
+      if (job->signal) return 128 + *job->signal;
+      return kExitFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+int CmdRun(const std::vector<std::string>& all_args) {
+  // Everything after "--" is the command, never parsed as options.
+  auto [args, command] = SplitAtDoubleDash(all_args);
+  RunRequest req;
+  std::vector<std::string> envs, constraints, positional;
+  Command cmd("pgfleet run [options] -- CMD ARG...", kText);
+  AddRunOptions(cmd, &req, &envs, &constraints);
+  cmd.Positional("command", &positional);
+  if (!cmd.Parse(args)) return kExitOk;
+  if (command.empty()) {
+    command = positional;
+  } else if (!positional.empty()) {
+    throw UsageError("unexpected argument \"" + positional[0] + "\" before --");
+  }
+  req.spec.command = command;
+  CompleteSpec(envs, constraints, &req.spec);
+
+  auto conn = cmd.Connect();
+  pqxx::work tx(*conn);
+  int64_t id = Submit(tx, req.spec, req.idempotency_key);
+  tx.commit();
+  if (!req.wait) {
+    std::cout << id << "\n";
+    return kExitOk;
+  }
+  std::cerr << "job " << id << " submitted\n";
+  return WaitForJob(*conn, id, cmd.TokenOrEmpty());
+}
+
+}  // namespace pgfleet::cli
