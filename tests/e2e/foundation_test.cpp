@@ -30,7 +30,7 @@ class FoundationTest : public ::testing::Test {
   std::string ApiUrl(const std::string& host) {
     return db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'");
   }
-  std::string Token() { return util::Trim(util::ReadFile(cluster_->token_file())); }
+  std::string Token() { return net::ReadTokenFile(cluster_->token_file()); }
 
   TestDatabase db_;
   std::unique_ptr<Cluster> cluster_;

@@ -191,7 +191,7 @@ TEST_F(HostdFencingTest, AttemptDispatchedBeforeItsAssignmentCommittedIsReported
   ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
   std::string id = db_->Scalar("select pgfleet.submit(array['sh', '-c', 'echo early'], 'manual')");
   httplib::Client c(db_->Scalar("select api_url from pgfleet.hosts where id = 'h1'"));
-  c.set_bearer_token_auth(util::Trim(util::ReadFile(cluster_->token_file())).c_str());
+  c.set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
   auto res = c.Post("/v1/jobs",
                     "{\"jobs\":[{\"job\":" + id +
                         ",\"attempt\":1,\"spec\":{\"command\":[\"sh\",\"-c\",\"echo early\"]}}]}",

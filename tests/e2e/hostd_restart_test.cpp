@@ -124,7 +124,7 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
   // The job as hostd's API reports it (after a restart: what it re-attached to).
   nlohmann::json ApiJob(const std::string& id) {
     httplib::Client c(db_.Scalar("select api_url from pgfleet.hosts where id = '" + host_ + "'"));
-    c.set_bearer_token_auth(util::Trim(util::ReadFile(cluster_->token_file())).c_str());
+    c.set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
     auto res = c.Get(("/v1/jobs/" + id).c_str());
     if (!res || res->status != 200) return nullptr;
     return nlohmann::json::parse(res->body, nullptr, false);
