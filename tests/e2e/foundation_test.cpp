@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/net/http.h"
 #include "core/util/text.h"
 #include "test_support.h"
 

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/net/http.h"
 #include "core/util/text.h"
 #include "hostd/attempt_dir.h"
 #include "test_support.h"

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/net/http.h"
 #include "core/util/text.h"
 #include "hostd/attempt_dir.h"
 #include "test_support.h"
