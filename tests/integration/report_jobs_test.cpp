@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/integration/sql_client.h"
 
@@ -139,6 +140,57 @@ TEST(ReportJobs, LostAttemptRequeuesWithoutCountingFailuresAndThreeLossesFail) {
   EXPECT_EQ(sql.Str("select finished_at is not null from pgfleet.jobs where id = $1", job), "t");
   EXPECT_NE(sql.Str("select error from pgfleet.jobs where id = $1", job).find("lost"),
             std::string::npos);
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, BatchIsAppliedInOrderAndReportsAfterAnAttemptEndedAreRejected) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long a = sql.Submit(100, 10), b = sql.Submit(200, 20), c = sql.Submit(300, 30);
+  long long d = sql.Submit(50, 5, /*max_attempts=*/2);
+  ASSERT_EQ(sql.Assign({a, b, c, d}, "h1").size(), 4u);
+  json start_failed = {
+      {"job", d}, {"attempt", 1}, {"kind", "start_failed"}, {"error", "exec: no such file"}};
+  // a: running, running again, exit 0, then a late duplicate exit; b: exit 0
+  // only (its running report was lost); c: running, then lost; d: start
+  // failed, then a running report that can no longer apply; and a report for
+  // another attempt of a.
+  json batch = json::array({Running(a, 1, 11), Running(c, 1, 33), Running(a, 1, 11),
+                            Exited(b, 1, 0), Exited(a, 1, 0), Lost(c, 1), start_failed,
+                            Running(d, 1, 44), Exited(a, 1, 0), Exited(a, 2, 0)});
+  auto got = sql.ReportJobs("h1", gen, batch);
+  ASSERT_EQ(got.size(), batch.size());
+  const std::vector<bool> want = {true, true, true, true, true, true, true, false, false, false};
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("report " + std::to_string(i));
+    EXPECT_EQ(got[i].job, batch[i]["job"].get<long long>());
+    EXPECT_EQ(got[i].attempt, batch[i]["attempt"].get<int>());
+    EXPECT_EQ(got[i].kind, batch[i]["kind"].get<std::string>());
+    EXPECT_EQ(got[i].accepted, want[i]);
+  }
+  EXPECT_EQ(sql.State(a), "succeeded");
+  EXPECT_EQ(sql.State(b), "succeeded");
+  EXPECT_EQ(sql.State(c), "pending");
+  EXPECT_EQ(sql.State(d), "pending");
+  EXPECT_EQ(sql.Num("select pid from pgfleet.jobs where id = $1", a), 11);
+  EXPECT_EQ(sql.Str("select coalesce(pid::text, 'null') from pgfleet.jobs where id = $1", b),
+            "null");
+  EXPECT_EQ(sql.Num("select host_losses from pgfleet.jobs where id = $1", c), 1);
+  EXPECT_EQ(sql.Num("select failures from pgfleet.jobs where id = $1", d), 1);
+  EXPECT_EQ(sql.Str("select error from pgfleet.jobs where id = $1", d), "exec: no such file");
+  EXPECT_EQ(sql.Str("select started_at is null from pgfleet.jobs where id = $1", d), "t");
+  for (long long job : {a, b, c}) EXPECT_EQ(sql.Events(job, "running"), 1) << job;
+  EXPECT_EQ(sql.Events(d, "running"), 0);
+  EXPECT_EQ(sql.Events(a, "succeeded"), 1);
+  EXPECT_EQ(sql.Events(c, "lost"), 1);
+  EXPECT_EQ(sql.Events(d, "requeued"), 1);
+  // Events of one attempt are in the order of its reports.
+  EXPECT_EQ(sql.Str("select string_agg(kind, ',' order by id) from pgfleet.job_events"
+                    " where job_id = $1",
+                    b),
+            "created,assigned,running,succeeded");
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
   EXPECT_EQ(sql.Drift(), 0);
 }
 
