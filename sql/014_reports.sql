@@ -8,7 +8,7 @@ language sql immutable as $$
   select case
     when p_error is not null and p_error <> '' then p_error
     when p_oom then 'out of memory'
-    when p_signal is not null then 'killed by signal ' || p_signal
+    when p_signal is not null then 'killed by signal ' || p_signal::text
     else 'exit code ' || coalesce(p_exit_code::text, 'unknown')
   end
 $$;
@@ -30,24 +30,30 @@ end $$;
 comment on function pgfleet.report_running(pgfleet.jobs, text, integer) is
   'report_jobs'' running step: the locked, assigned attempt j becomes running with its pid, and a running event. Returns the updated row.';
 
-create or replace function pgfleet.exit_outcome(j pgfleet.jobs, p_ok boolean, p_service boolean,
-                                                out state text, out failures integer)
+-- The retry rule, in two parts, for an attempt of job j that ended (p_ok: it
+-- succeeded; p_service: j is a service replica).
+create or replace function pgfleet.failures_after_exit(j pgfleet.jobs, p_ok boolean, p_service boolean)
+returns integer
 language sql stable as $$
-  -- A service replica that stayed up 10 minutes starts its backoff afresh.
-  with counted as (
-    select case when p_service and j.started_at < now() - interval '10 minutes' then 0 else j.failures end
-           + case when j.desired_state = 'stop' or (p_ok and not p_service) then 0 else 1 end as failures
-  )
-  select case when j.desired_state = 'stop' and j.requeue_on_stop then 'pending'  -- moved (drain deadline): not the job's fault
+  -- A service replica that stayed up 10 minutes starts its backoff afresh; a
+  -- stop (cancel, drain deadline) is not a failure.
+  select case when p_service and j.started_at < now() - interval '10 minutes' then 0 else j.failures end
+         + case when j.desired_state = 'stop' or (p_ok and not p_service) then 0 else 1 end
+$$;
+comment on function pgfleet.failures_after_exit(pgfleet.jobs, boolean, boolean) is
+  'The retry rule: job j''s failures count once its current attempt ended, successfully or not (p_ok), as a service replica or not (p_service).';
+
+create or replace function pgfleet.state_after_exit(j pgfleet.jobs, p_ok boolean, p_service boolean)
+returns text
+language sql stable as $$
+  select case when j.desired_state = 'stop' and j.requeue_on_stop then 'pending'  -- moved off a draining host
               when j.desired_state = 'stop' then 'cancelled'
               when p_ok and not p_service then 'succeeded'
-              when p_service or c.failures < j.max_attempts then 'pending'
-              else 'failed' end,
-         c.failures
-    from counted c
+              when p_service or pgfleet.failures_after_exit(j, p_ok, p_service) < j.max_attempts then 'pending'
+              else 'failed' end
 $$;
-comment on function pgfleet.exit_outcome(pgfleet.jobs, boolean, boolean) is
-  'The retry rule: what an ended attempt of job j makes of the job (pending again, succeeded, failed or cancelled) and its new failures count, given whether the attempt succeeded and whether j is a service replica.';
+comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
+  'The retry rule: job j''s state once its current attempt ended: pending again (retry with backoff, service restart, or moved off a draining host), succeeded, failed (attempts used up) or cancelled.';
 
 -- Exit step: an exited or start_failed report ends the attempt.
 create or replace function pgfleet.report_exit(j pgfleet.jobs, p_host text, r jsonb) returns void
@@ -63,7 +69,8 @@ declare
                                          v_oom, r ->> 'error');
 begin
   select f.kind = 'service' into v_service from pgfleet.formations f where f.name = j.formation;
-  select o.state, o.failures into v_state, v_failures from pgfleet.exit_outcome(j, v_ok, v_service) o;
+  v_state := pgfleet.state_after_exit(j, v_ok, v_service);
+  v_failures := pgfleet.failures_after_exit(j, v_ok, v_service);
   update pgfleet.jobs x
      set state = v_state,
          failures = v_failures,
@@ -91,7 +98,7 @@ begin
                else v_detail end);
 end $$;
 comment on function pgfleet.report_exit(pgfleet.jobs, text, jsonb) is
-  'report_jobs'' exit step: the locked attempt j ended (report r: exited or start_failed); records its outcome, requeues it with backoff while attempts remain (pgfleet.exit_outcome), and writes the event.';
+  'report_jobs'' exit step: the locked attempt j ended (report r: exited or start_failed); records its outcome, requeues it with backoff while attempts remain (pgfleet.state_after_exit), and writes the event.';
 
 -- Lost step: the host lost track of the attempt (e.g. its process vanished
 -- while hostd was down).
