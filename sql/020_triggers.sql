@@ -23,7 +23,7 @@ begin
   on conflict (name) do nothing;
   insert into pgfleet.job_events (job_id, attempt, kind)
   select n.id, 0, 'created' from new_jobs n;
-  perform pg_notify('pgfleet_work', f.id::text)
+  perform pg_notify(pgfleet.work_channel(), f.id::text)
      from pgfleet.formations f
     where f.name in (select distinct n.formation from new_jobs n);
   return null;
@@ -62,7 +62,7 @@ create trigger jobs_check_transition
 create or replace function pgfleet.formations_notify() returns trigger
 language plpgsql as $$
 begin
-  perform pg_notify('pgfleet_work', n.id::text) from new_formations n where n.kind = 'service';
+  perform pg_notify(pgfleet.work_channel(), n.id::text) from new_formations n where n.kind = 'service';
   return null;
 end $$;
 comment on function pgfleet.formations_notify() is 'Notifies pgfleet_work when a service formation is created or changed.';

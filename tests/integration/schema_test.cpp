@@ -1,7 +1,7 @@
 // The SQL contract of migrations/ and sql/ (DESIGN.md section 7), checked against
 // the real server: CHECK constraints and triggers reject bad rows naming the rule,
-// the jobs trigger notifies once per formation per statement, migrate is
-// idempotent and safe to run concurrently, and every object is documented.
+// the jobs trigger notifies once per formation per statement, and every object
+// is documented. Migrate itself: migrate_test.cpp.
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/model/constants.h"
-#include "core/db/migrate.h"
 #include "tests/support/test_support.h"
 
 namespace pgfleet {
@@ -58,30 +57,6 @@ void CollectFor(pqxx::connection& conn, std::chrono::milliseconds window) {
     conn.await_notification(left.count() / 1000000, left.count() % 1000000);
   }
   conn.get_notifs();
-}
-
-// Columns, functions, constraints, triggers, views and indexes of schema pgfleet.
-std::string SchemaFingerprint(const TestDatabase& db) {
-  return db.Scalar(R"sql(
-    select md5(concat_ws('|',
-      (select string_agg(concat_ws(':', table_name, column_name, data_type, is_nullable,
-                                   column_default), ',' order by table_name, column_name)
-         from information_schema.columns where table_schema = 'pgfleet'),
-      (select string_agg(p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' ||
-                         md5(pg_get_functiondef(p.oid)), ',' order by p.proname, p.oid::regprocedure::text)
-         from pg_proc p where p.pronamespace = 'pgfleet'::regnamespace),
-      (select string_agg(c.conrelid::regclass::text || ':' || c.conname, ','
-                         order by c.conrelid::regclass::text, c.conname)
-         from pg_constraint c where c.connamespace = 'pgfleet'::regnamespace),
-      (select string_agg(t.tgrelid::regclass::text || ':' || t.tgname, ','
-                         order by t.tgrelid::regclass::text, t.tgname)
-         from pg_trigger t join pg_class r on r.oid = t.tgrelid
-        where r.relnamespace = 'pgfleet'::regnamespace and not t.tgisinternal),
-      (select string_agg(viewname || ':' || md5(definition), ',' order by viewname)
-         from pg_views where schemaname = 'pgfleet'),
-      (select string_agg(indexname, ',' order by indexname)
-         from pg_indexes where schemaname = 'pgfleet')))
-  )sql");
 }
 
 // --- CHECK constraints ------------------------------------------------------
@@ -263,68 +238,6 @@ TEST(JobsTrigger, BadFormationNameIsRejectedAndCreatesNoJob) {
       << err;
   EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 0);
   EXPECT_EQ(db.Count("select count(*) from pgfleet.formations"), formations);
-}
-
-// --- Migrate ----------------------------------------------------------------
-
-TEST(Migrate, SecondRunChangesNothing) {
-  TestDatabase db;
-  ASSERT_EQ(
-      ErrorOf(db, "insert into pgfleet.jobs (command, formation) values (array['true'], 'keep')"),
-      "");
-  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
-  EXPECT_GE(migrations, 1);
-  std::string before = SchemaFingerprint(db);
-  ASSERT_FALSE(before.empty());
-
-  auto conn = db.Connect();
-  EXPECT_TRUE(db::Migrate(*conn).empty());
-
-  EXPECT_EQ(db.Count("select count(*) from pgfleet.schema_migrations"), migrations);
-  EXPECT_EQ(SchemaFingerprint(db), before);
-  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where formation = 'keep'"), 1);
-  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
-  EXPECT_EQ(db.Count("select count(*) from pgfleet.settings"), 1);
-}
-
-void MigrateConcurrently(int threads) {
-  TestDatabase db(/*migrate=*/false);
-  std::vector<std::unique_ptr<pqxx::connection>> conns;
-  for (int i = 0; i < threads; ++i) conns.push_back(db.Connect());
-  std::vector<std::string> errors(threads);
-  std::vector<std::vector<std::string>> applied(threads);
-  std::vector<std::thread> workers;
-  for (int i = 0; i < threads; ++i) {
-    workers.emplace_back([&, i] {
-      try {
-        applied[i] = db::Migrate(*conns[i]);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  size_t total_applied = 0;
-  for (int i = 0; i < threads; ++i) {
-    EXPECT_EQ(errors[i], "") << "migrate " << i << " failed";
-    total_applied += applied[i].size();
-  }
-  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
-  EXPECT_GE(migrations, 1);
-  EXPECT_EQ(db.Count("select count(distinct name) from pgfleet.schema_migrations"), migrations);
-  // Exactly one of the runs applied each migration.
-  EXPECT_EQ(static_cast<long long>(total_applied), migrations);
-  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
-  EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(model::kLockClass));
-}
-
-TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
-
-TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }
-
-TEST(Constants, SqlLockClassEqualsCppConstant) {
-  TestDatabase db;
-  EXPECT_EQ(db.Count("select pgfleet.lock_class()"), model::kLockClass);
 }
 
 // --- Documentation ----------------------------------------------------------

@@ -1,0 +1,90 @@
+-- Functions re-created on every `pgfleet migrate`, one file per concern, in
+-- file-name order (a function that another file's SQL-language body or view
+-- calls is defined in an earlier file). This one: the facts and small rules the
+-- other files share. Every job state transition in pgfleet goes through one of
+-- the functions of sql/: a guarded UPDATE (expected state, attempt and host),
+-- one job_events row, and the host's allocated resources adjusted in the same
+-- statement or transaction. A function that sql/ no longer defines is dropped
+-- by `pgfleet migrate`.
+
+-- schema_migrations is created by the migrate runner (core/db/migrate.cpp) before
+-- any migration runs, so it is documented here, re-applied on every migrate.
+comment on table pgfleet.schema_migrations is
+  'Migrations of migrations/ already applied to this database, one row each; written by `pgfleet migrate`.';
+comment on column pgfleet.schema_migrations.name is 'File name of the applied migration, e.g. 0001_init.sql.';
+comment on column pgfleet.schema_migrations.applied_at is 'When it was applied.';
+
+-- Facts shared with the daemons: each equals a constant of core/model/constants.h,
+-- and tests/integration/constants_test.cpp checks that both sides agree.
+
+create or replace function pgfleet.lock_class() returns integer
+language sql immutable parallel safe as $$ select 1885824628 $$;  -- 0x70676674, 'pgft'
+comment on function pgfleet.lock_class() is
+  'First key of every pgfleet advisory lock (two-integer form). Equals kLockClass in core/model/constants.h.';
+
+create or replace function pgfleet.work_channel() returns text
+language sql immutable parallel safe as $$ select 'pgfleet_work' $$;
+comment on function pgfleet.work_channel() is
+  'Channel of every pgfleet NOTIFY that wakes the schedulers; the payload is a formation id or pgfleet.all_formations(). Equals kWorkChannel in core/model/constants.h.';
+
+create or replace function pgfleet.all_formations() returns text
+language sql immutable parallel safe as $$ select '*' $$;
+comment on function pgfleet.all_formations() is
+  'Payload of a pgfleet.work_channel() NOTIFY when capacity changed and every formation with pending jobs should be retried. Equals kAllFormations in core/model/constants.h.';
+
+create or replace function pgfleet.host_loss_limit() returns integer
+language sql immutable parallel safe as $$ select 3 $$;
+comment on function pgfleet.host_loss_limit() is
+  'A job whose attempts were lost with this many hosts fails (it may be what kills them). Equals kHostLossLimit in core/model/constants.h.';
+
+create or replace function pgfleet.setting(p_name text, p_default text) returns text
+language sql stable as $$
+  select coalesce((select value from pgfleet.settings where name = p_name), p_default)
+$$;
+comment on function pgfleet.setting(text, text) is 'A value of pgfleet.settings, or the given default.';
+
+-- The default TTL is defined here only (migration 0001 also wrote it into
+-- pgfleet.settings, where operators change it).
+create or replace function pgfleet.host_ttl() returns interval
+language sql stable as $$
+  select make_interval(secs => pgfleet.setting('host_ttl_seconds', '10')::double precision)
+$$;
+comment on function pgfleet.host_ttl() is
+  'How long a host may go without a heartbeat before it is lost (settings.host_ttl_seconds, default 10 s). The default equals kDefaultHostTtlSeconds in core/model/constants.h.';
+
+-- Rules ------------------------------------------------------------------------
+
+create or replace function pgfleet.doubling_delay(p_step integer, p_cap_seconds integer) returns interval
+language sql immutable as $$
+  -- The exponent is capped before power() so that any step stays in range
+  -- (2^30 s, 34 years, is past any cap).
+  select make_interval(secs => least(p_cap_seconds, power(2, least(greatest(p_step, 0), 30))))
+$$;
+comment on function pgfleet.doubling_delay(integer, integer) is
+  'Exponential backoff: 2^p_step seconds (1 s at step 0 or below), at most p_cap_seconds, for any step.';
+
+create or replace function pgfleet.retry_backoff(p_failures integer) returns interval
+language sql immutable as $$
+  select pgfleet.doubling_delay(p_failures - 1, 300)
+$$;
+comment on function pgfleet.retry_backoff(integer) is
+  'Delay before the next attempt after p_failures consecutive failures: 1 s doubling up to 5 min.';
+
+create or replace function pgfleet.state_after_host_loss(p_desired_state text, p_host_losses integer)
+returns text
+language sql immutable as $$
+  -- A host loss is not the job's fault: it does not count against max_attempts;
+  -- but a job lost with pgfleet.host_loss_limit() hosts fails.
+  select case when p_desired_state = 'stop' then 'cancelled'
+              when p_host_losses >= pgfleet.host_loss_limit() then 'failed'
+              else 'pending' end
+$$;
+comment on function pgfleet.state_after_host_loss(text, integer) is
+  'The host-loss rule: the state of a job whose attempt was lost with its host, given its desired_state and its host_losses counting this loss. cancelled if it was being stopped, failed at pgfleet.host_loss_limit() losses, else pending (losses do not count against max_attempts).';
+
+create or replace function pgfleet.try_lock_formation(p_formation integer) returns boolean
+language sql volatile as $$
+  select pg_try_advisory_xact_lock(pgfleet.lock_class(), p_formation)
+$$;
+comment on function pgfleet.try_lock_formation(integer) is
+  'Takes the formation''s transaction-scoped scheduling lock without waiting; false when another scheduler holds it.';

@@ -1,0 +1,125 @@
+-- Submission and user control of jobs and formations: submit, stop, cancel, scale.
+
+-- Every option defaults to null, meaning "the column's default": the job
+-- defaults are defined once, by the columns of pgfleet.jobs (migrations/), and
+-- a null is never written over them.
+create or replace function pgfleet.submit(
+  command text[],
+  formation text default null,
+  cpu integer default null,
+  memory integer default null,
+  env jsonb default null,
+  constraints jsonb default null,
+  priority integer default null,
+  max_attempts integer default null,
+  idempotency_key text default null,
+  rootfs text default null,
+  run_as text default null,
+  network text default null,
+  pids_max integer default null,
+  cpu_hard_limit boolean default null,
+  stop_grace_seconds integer default null)
+returns bigint
+language plpgsql as $$
+#variable_conflict use_variable
+declare
+  v_id bigint;
+  v_given jsonb;  -- the options given (not null), column -> value
+  v_columns text;
+begin
+  if idempotency_key is not null then
+    select j.id into v_id from pgfleet.jobs j where j.idempotency_key = submit.idempotency_key;
+    if found then return v_id; end if;
+  end if;
+  select coalesce(jsonb_object_agg(o.key, o.value), '{}'), string_agg(format(', %I', o.key), '')
+    into v_given, v_columns
+    from jsonb_each(jsonb_build_object(
+           'formation', formation, 'cpu', cpu, 'memory', memory, 'env', env,
+           'constraints', constraints, 'priority', priority, 'max_attempts', max_attempts,
+           'idempotency_key', idempotency_key, 'rootfs', rootfs, 'run_as', run_as,
+           'network', network, 'pids_max', pids_max, 'cpu_hard_limit', cpu_hard_limit,
+           'stop_grace_seconds', stop_grace_seconds)) o
+   where o.value <> 'null';
+  -- Only the given columns are listed, so the others take their defaults.
+  execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
+                 ' from jsonb_populate_record(null::pgfleet.jobs, $2) r'
+                 ' on conflict on constraint "idempotency_key must be unique" do nothing'
+                 ' returning j.id', v_columns, replace(v_columns, ', ', ', r.'))
+    into v_id using command, v_given;
+  if v_id is null then  -- a concurrent submit with the same key won
+    select j.id into v_id from pgfleet.jobs j where j.idempotency_key = submit.idempotency_key;
+  end if;
+  return v_id;
+end $$;
+comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer) is
+  'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing.';
+
+create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  -- Pending jobs are cancelled at once; assigned and running ones get
+  -- desired_state 'stop' (hostd stops them: SIGTERM, grace, SIGKILL; the exit
+  -- report then makes them cancelled). Jobs already final are left alone.
+  with target as (
+    select j.id from pgfleet.jobs j
+     where j.id = any(p_ids) and j.state in ('pending', 'assigned', 'running') and j.desired_state = 'run'
+       for update
+  ), cancelled as (
+    update pgfleet.jobs x set state = 'cancelled', desired_state = 'stop', finished_at = now(), error = p_reason
+      from target t where x.id = t.id and x.state = 'pending'
+    returning x.id, x.attempt, x.formation
+  ), stopping as (
+    update pgfleet.jobs x set desired_state = 'stop'
+      from target t where x.id = t.id and x.state in ('assigned', 'running')
+    returning x.id, x.attempt, x.host_id, x.formation
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select c.id, c.attempt, 'cancelled', null, p_reason from cancelled c
+    union all
+    select s.id, s.attempt, 'stop_requested', s.host_id, p_reason from stopping s
+  ), notified as (
+    select pg_notify(pgfleet.work_channel(), f.id::text) from pgfleet.formations f
+     where f.name in (select formation from stopping)
+  )
+  select (select count(*) from cancelled) + (select count(*) from stopping) + 0 * (select count(*) from notified)
+    into v_count;
+  return v_count;
+end $$;
+comment on function pgfleet.stop_jobs(bigint[], text) is
+  'Stops jobs for a reason: pending ones are cancelled at once, assigned or running ones are stopped on their host, then cancelled. Returns how many changed.';
+
+create or replace function pgfleet.cancel(p_job bigint) returns text
+language plpgsql as $$
+declare
+  v_state text;
+begin
+  perform pgfleet.stop_jobs(array[p_job], 'cancelled by user');
+  select case when state in ('assigned', 'running') and desired_state = 'stop' then 'stopping' else state end
+    into v_state from pgfleet.jobs where id = p_job;
+  if not found then
+    raise exception 'job % does not exist', p_job using errcode = 'no_data_found';
+  end if;
+  return v_state;
+end $$;
+comment on function pgfleet.cancel(bigint) is
+  'Cancels a job: a pending job becomes cancelled at once; an assigned or running one is stopped on its host, then cancelled. Returns cancelled, stopping, or the final state it already had.';
+
+create or replace function pgfleet.scale(p_formation text, p_replicas integer) returns void
+language plpgsql as $$
+declare
+  v_id integer;
+begin
+  if p_replicas < 0 then
+    raise exception 'replicas must be >= 0 (got %)', p_replicas using errcode = 'check_violation';
+  end if;
+  update pgfleet.formations set replicas = p_replicas, updated_at = now()
+   where name = p_formation and kind = 'service'
+  returning id into v_id;
+  if v_id is null then
+    raise exception 'no service formation named %', p_formation using errcode = 'no_data_found';
+  end if;
+  perform pg_notify(pgfleet.work_channel(), v_id::text);
+end $$;
+comment on function pgfleet.scale(text, integer) is 'Sets how many replicas a service formation keeps running.';

@@ -1,0 +1,107 @@
+-- Hosts: registration, heartbeats, operator states and drains, and what each host should run.
+
+create or replace function pgfleet.register_host(p_id text, p_api_url text, p_cpu integer,
+                                                 p_memory integer, p_labels jsonb,
+                                                 p_driver text, p_driver_note text)
+returns bigint
+language plpgsql as $$
+declare
+  v_generation bigint;
+  v_old pgfleet.hosts;
+begin
+  select * into v_old from pgfleet.hosts where id = p_id;
+  if found and (v_old.cpu_allocated > p_cpu or v_old.memory_allocated > p_memory) then
+    raise exception 'host % cannot register with cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
+      p_id, p_cpu, p_memory, v_old.cpu_allocated, v_old.memory_allocated
+      using errcode = 'check_violation';
+  end if;
+  insert into pgfleet.hosts as h (id, api_url, cpu, memory, labels, driver, driver_note)
+  values (p_id, p_api_url, p_cpu, p_memory, coalesce(p_labels, '{}'), p_driver, p_driver_note)
+  on conflict (id) do update
+    set api_url = excluded.api_url, cpu = excluded.cpu, memory = excluded.memory,
+        labels = excluded.labels, driver = excluded.driver, driver_note = excluded.driver_note,
+        generation = h.generation + 1,
+        state = case when h.state = 'lost' then 'up' else h.state end,
+        suspended_until = null, suspensions = 0, registered_at = now()
+  returning generation into v_generation;
+  insert into pgfleet.host_heartbeats (host_id, last_seen, generation)
+  values (p_id, now(), v_generation)
+  on conflict (host_id) do update set last_seen = now(), generation = excluded.generation;
+  perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());  -- new capacity
+  return v_generation;
+end $$;
+comment on function pgfleet.register_host(text, text, integer, integer, jsonb, text, text) is
+  'Registers (or re-registers) a host; returns its new generation. A lost host comes back up.';
+
+create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer)
+returns table (state text, generation bigint)
+language sql as $$
+  with hb as (
+    update pgfleet.host_heartbeats set last_seen = now(), running_jobs = p_running
+     where host_id = p_host and host_heartbeats.generation = p_generation
+  )
+  select h.state, h.generation from pgfleet.hosts h where h.id = p_host
+$$;
+comment on function pgfleet.heartbeat(text, bigint, integer) is
+  'Records a heartbeat from the host''s current generation; returns the host''s state and generation as the database sees them.';
+
+create or replace function pgfleet.set_host_state(p_host text, p_state text) returns void
+language plpgsql as $$
+begin
+  if p_state not in ('up', 'draining', 'offline') then
+    raise exception 'host state must be up, draining or offline (got %)', p_state
+      using errcode = 'check_violation';
+  end if;
+  update pgfleet.hosts set state = p_state, drain_deadline = null where id = p_host;
+  if not found then
+    raise exception 'host % does not exist', p_host using errcode = 'no_data_found';
+  end if;
+  perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());
+end $$;
+comment on function pgfleet.set_host_state(text, text) is
+  'Operator control: up, draining (no new work) or offline.';
+
+create or replace function pgfleet.drain(p_host text, p_deadline interval default null) returns void
+language plpgsql as $$
+begin
+  if p_deadline is not null and p_deadline < interval '0' then
+    raise exception 'deadline must be >= 0 (got %)', p_deadline using errcode = 'check_violation';
+  end if;
+  perform pgfleet.set_host_state(p_host, 'draining');
+  update pgfleet.hosts set drain_deadline = now() + p_deadline where id = p_host;
+end $$;
+comment on function pgfleet.drain(text, interval) is
+  'Drains a host: no new placements; service replicas move elsewhere (started there first, then stopped here); batch jobs run to completion, or are stopped and requeued elsewhere once p_deadline has passed.';
+
+create or replace function pgfleet.evict_overdue_drains() returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  -- Lock order: jobs before hosts.
+  with overdue as (
+    select j.id, j.attempt, j.host_id from pgfleet.jobs j join pgfleet.hosts h on h.id = j.host_id
+     where h.state = 'draining' and h.drain_deadline < now()
+       and j.state in ('assigned', 'running') and j.desired_state = 'run'
+       for update of j
+  ), stopped as (
+    update pgfleet.jobs x set desired_state = 'stop', requeue_on_stop = true
+      from overdue o where x.id = o.id
+    returning x.id, x.attempt, x.host_id
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select s.id, s.attempt, 'stop_requested', s.host_id, 'drain deadline passed: moving elsewhere' from stopped s
+  )
+  select count(*) into v_count from stopped;
+  return v_count;
+end $$;
+comment on function pgfleet.evict_overdue_drains() is
+  'Stops the jobs still running on draining hosts past their drain deadline, to be requeued elsewhere once stopped. Returns how many.';
+
+create or replace function pgfleet.host_jobs(p_host text)
+returns setof pgfleet.jobs
+language sql stable as $$
+  select * from pgfleet.jobs where host_id = p_host and state in ('assigned', 'running') order by id
+$$;
+comment on function pgfleet.host_jobs(text) is 'Jobs the database says the host should be running (assigned or running).';
+

@@ -1,0 +1,119 @@
+-- Scheduling: placement plans written all-or-nothing per host, why jobs stay
+-- pending, dispatch outcomes, and the spec a host runs.
+
+create or replace function pgfleet.assign_jobs(p_plan jsonb)
+returns table (job_id bigint, attempt integer, host_id text)
+language sql as $$
+  -- p_plan: [{"job": 1, "host": "h1"}, ...]. Per host, all or nothing: the host's
+  -- allocation is raised only if everything planned for it still fits, so a
+  -- scheduler that planned against a stale snapshot touches no row for that host
+  -- and re-plans those jobs.
+  -- A job listed twice counts once (its first entry): otherwise its resources
+  -- would be reserved twice but released once (allocation_drift).
+  with plan as (
+    select distinct on ((e ->> 'job')::bigint) (e ->> 'job')::bigint as job_id, e ->> 'host' as host_id
+      from jsonb_array_elements(p_plan) with ordinality as x(e, n)
+     order by (e ->> 'job')::bigint, n
+  ), claimed as (
+    select j.id, p.host_id, j.cpu, j.memory
+      from plan p join pgfleet.jobs j on j.id = p.job_id
+     where j.state = 'pending' and j.desired_state = 'run'
+     for update of j
+  ), need as (
+    select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory
+      from claimed c group by c.host_id
+  ), host_locks as (
+    -- Hosts are locked in id order so concurrent schedulers never deadlock.
+    select h.id from pgfleet.hosts h where h.id in (select host_id from need) order by h.id for update
+  ), reserved as (
+    update pgfleet.hosts h
+       set cpu_allocated = h.cpu_allocated + n.cpu,
+           memory_allocated = h.memory_allocated + n.memory
+      from need n
+     where h.id = n.host_id and h.id in (select id from host_locks) and h.state = 'up'
+       and (h.suspended_until is null or h.suspended_until <= now())
+       and h.cpu_allocated + n.cpu <= h.cpu
+       and h.memory_allocated + n.memory <= h.memory
+    returning h.id
+  ), assigned as (
+    update pgfleet.jobs j
+       set state = 'assigned', host_id = c.host_id, attempt = j.attempt + 1,
+           assigned_at = now(), started_at = null, pid = null, error = null
+      from claimed c
+     where j.id = c.id and c.host_id in (select id from reserved) and j.state = 'pending'
+    returning j.id, j.attempt, j.host_id
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id)
+    select a.id, a.attempt, 'assigned', a.host_id from assigned a
+  )
+  select a.id, a.attempt, a.host_id from assigned a
+$$;
+comment on function pgfleet.assign_jobs(jsonb) is
+  'Writes a placement plan [{"job":id,"host":id}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host. Returns what was assigned.';
+
+create or replace function pgfleet.set_pending_reasons(p_reasons jsonb) returns integer
+language sql as $$
+  with r as (
+    select (e ->> 'job')::bigint as job_id, e ->> 'reason' as reason
+      from jsonb_array_elements(p_reasons) e
+  ), u as (
+    update pgfleet.jobs j set error = r.reason
+      from r where j.id = r.job_id and j.state = 'pending' and j.error is distinct from r.reason
+    returning 1
+  )
+  select count(*)::integer from u
+$$;
+comment on function pgfleet.set_pending_reasons(jsonb) is
+  'Records why pending jobs could not be placed ([{"job":id,"reason":text}]) in jobs.error.';
+
+create or replace function pgfleet.dispatch_failed(p_host text, p_jobs jsonb, p_error text)
+returns integer
+language plpgsql as $$
+declare
+  v_count integer;
+begin
+  -- p_jobs: [{"job": 1, "attempt": 1}, ...]
+  with req as (
+    select (e ->> 'job')::bigint as job_id, (e ->> 'attempt')::integer as attempt
+      from jsonb_array_elements(p_jobs) e
+  ), back as (
+    update pgfleet.jobs j set state = 'pending', error = 'dispatch to host ' || p_host || ' failed: ' || p_error
+      from req
+     where j.id = req.job_id and j.attempt = req.attempt and j.host_id = p_host and j.state = 'assigned'
+    returning j.id, j.attempt, j.cpu, j.memory, j.formation
+  ), freed as (
+    update pgfleet.hosts h
+       set cpu_allocated = h.cpu_allocated - s.cpu, memory_allocated = h.memory_allocated - s.memory,
+           suspensions = h.suspensions + 1,
+           suspended_until = now() + pgfleet.doubling_delay(h.suspensions, 60)
+      from (select coalesce(sum(cpu), 0)::integer as cpu, coalesce(sum(memory), 0)::integer as memory
+              from back) s
+     where h.id = p_host
+  ), events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select b.id, b.attempt, 'requeued', p_host, 'dispatch failed: ' || p_error from back b
+  )
+  select count(*) into v_count from back;
+  perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());
+  return v_count;
+end $$;
+comment on function pgfleet.dispatch_failed(text, jsonb, text) is
+  'The scheduler could not deliver these assigned attempts to the host: they go back to pending (to be placed elsewhere), their resources are freed, and the host is suspended with exponential backoff.';
+
+create or replace function pgfleet.dispatch_succeeded(p_host text) returns void
+language sql as $$
+  update pgfleet.hosts set suspensions = 0 where id = p_host and suspensions <> 0
+$$;
+comment on function pgfleet.dispatch_succeeded(text) is 'Resets a host''s suspension backoff after a delivered dispatch.';
+
+create or replace function pgfleet.job_spec(j pgfleet.jobs) returns jsonb
+language sql stable as $$
+  select jsonb_build_object(
+    'command', j.command, 'env', j.env, 'cpu', j.cpu, 'memory', j.memory,
+    'constraints', j.constraints, 'priority', j.priority, 'max_attempts', j.max_attempts,
+    'formation', j.formation, 'rootfs', j.rootfs, 'user', j.run_as, 'network', j.network,
+    'pids_max', j.pids_max, 'cpu_hard_limit', j.cpu_hard_limit,
+    'stop_grace_seconds', j.stop_grace_seconds)
+$$;
+comment on function pgfleet.job_spec(pgfleet.jobs) is
+  'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs); one definition for the scheduler and hostd.';

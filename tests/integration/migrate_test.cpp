@@ -1,0 +1,171 @@
+// `pgfleet migrate` (core/db/migrate.cpp) against the real server: idempotent,
+// safe to run concurrently, and it leaves no function that sql/ no longer defines.
+
+#include "core/db/migrate.h"
+
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/model/constants.h"
+#include "tests/support/test_support.h"
+
+namespace pgfleet {
+namespace {
+
+using testing::TestDatabase;
+
+// Columns, functions, constraints, triggers, views and indexes of schema pgfleet.
+std::string SchemaFingerprint(const TestDatabase& db) {
+  return db.Scalar(R"sql(
+    select md5(concat_ws('|',
+      (select string_agg(concat_ws(':', table_name, column_name, data_type, is_nullable,
+                                   column_default), ',' order by table_name, column_name)
+         from information_schema.columns where table_schema = 'pgfleet'),
+      (select string_agg(p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' ||
+                         md5(pg_get_functiondef(p.oid)), ',' order by p.proname, p.oid::regprocedure::text)
+         from pg_proc p where p.pronamespace = 'pgfleet'::regnamespace),
+      (select string_agg(c.conrelid::regclass::text || ':' || c.conname, ','
+                         order by c.conrelid::regclass::text, c.conname)
+         from pg_constraint c where c.connamespace = 'pgfleet'::regnamespace),
+      (select string_agg(t.tgrelid::regclass::text || ':' || t.tgname, ','
+                         order by t.tgrelid::regclass::text, t.tgname)
+         from pg_trigger t join pg_class r on r.oid = t.tgrelid
+        where r.relnamespace = 'pgfleet'::regnamespace and not t.tgisinternal),
+      (select string_agg(viewname || ':' || md5(definition), ',' order by viewname)
+         from pg_views where schemaname = 'pgfleet'),
+      (select string_agg(indexname, ',' order by indexname)
+         from pg_indexes where schemaname = 'pgfleet')))
+  )sql");
+}
+
+TEST(Migrate, SecondRunChangesNothing) {
+  TestDatabase db;
+  db.Scalar("insert into pgfleet.jobs (command, formation) values (array['true'], 'keep')");
+  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
+  EXPECT_GE(migrations, 1);
+  std::string before = SchemaFingerprint(db);
+  ASSERT_FALSE(before.empty());
+
+  auto conn = db.Connect();
+  EXPECT_TRUE(db::Migrate(*conn).empty());
+
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.schema_migrations"), migrations);
+  EXPECT_EQ(SchemaFingerprint(db), before);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where formation = 'keep'"), 1);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.settings"), 1);
+}
+
+void MigrateConcurrently(int threads) {
+  TestDatabase db(/*migrate=*/false);
+  std::vector<std::unique_ptr<pqxx::connection>> conns;
+  for (int i = 0; i < threads; ++i) conns.push_back(db.Connect());
+  std::vector<std::string> errors(threads);
+  std::vector<std::vector<std::string>> applied(threads);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&, i] {
+      try {
+        applied[i] = db::Migrate(*conns[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  size_t total_applied = 0;
+  for (int i = 0; i < threads; ++i) {
+    EXPECT_EQ(errors[i], "") << "migrate " << i << " failed";
+    total_applied += applied[i].size();
+  }
+  long long migrations = db.Count("select count(*) from pgfleet.schema_migrations");
+  EXPECT_GE(migrations, 1);
+  EXPECT_EQ(db.Count("select count(distinct name) from pgfleet.schema_migrations"), migrations);
+  // Exactly one of the runs applied each migration.
+  EXPECT_EQ(static_cast<long long>(total_applied), migrations);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
+  EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(model::kLockClass));
+}
+
+TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
+
+TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }
+
+// --- Stale functions --------------------------------------------------------
+
+long long FunctionsNamed(const TestDatabase& db, const std::string& name) {
+  return db.Count(
+      "select count(*) from pg_proc where pronamespace = 'pgfleet'::regnamespace"
+      " and proname = '" +
+      name + "'");
+}
+
+TEST(Migrate, DropsFunctionsAndOverloadsThatSqlNoLongerDefines) {
+  TestDatabase db;
+  long long functions =
+      db.Count("select count(*) from pg_proc where pronamespace = 'pgfleet'::regnamespace");
+  ASSERT_EQ(FunctionsNamed(db, "setting"), 1);
+  // As an older sql/ might have left them: a function since removed, and an
+  // overload of a current one with other argument types.
+  db.Scalar("create function pgfleet.stale_fn(integer) returns integer language sql as 'select 1'");
+  db.Scalar(
+      "create function pgfleet.setting(p_name text, p_default integer) returns text "
+      "language sql as 'select null::text'");
+  db.Scalar("create procedure pgfleet.stale_proc() language sql as 'select 1'");
+  ASSERT_EQ(FunctionsNamed(db, "stale_fn"), 1);
+  ASSERT_EQ(FunctionsNamed(db, "setting"), 2);
+
+  auto conn = db.Connect();
+  db::Migrate(*conn);
+
+  EXPECT_EQ(FunctionsNamed(db, "stale_fn"), 0);
+  EXPECT_EQ(FunctionsNamed(db, "stale_proc"), 0);
+  EXPECT_EQ(FunctionsNamed(db, "setting"), 1);
+  EXPECT_EQ(db.Scalar("select pgfleet.setting('host_ttl_seconds', 'x')"), "10");
+  EXPECT_EQ(db.Count("select count(*) from pg_proc where pronamespace = 'pgfleet'::regnamespace"),
+            functions);
+}
+
+TEST(Migrate, LeavesFunctionsOfExtensionsInTheSchema) {
+  TestDatabase db;
+  db.Scalar("create extension citext schema pgfleet");
+  long long citext = db.Count(
+      "select count(*) from pg_depend where deptype = 'e' and classid = 'pg_proc'::regclass"
+      " and refobjid = (select oid from pg_extension where extname = 'citext')");
+  ASSERT_GT(citext, 0);
+  auto conn = db.Connect();
+  db::Migrate(*conn);
+  EXPECT_EQ(db.Count("select count(*) from pg_proc p join pg_depend d on d.objid = p.oid"
+                     " and d.classid = 'pg_proc'::regclass and d.deptype = 'e'"
+                     " where p.pronamespace = 'pgfleet'::regnamespace"),
+            citext);
+  EXPECT_EQ(db.Scalar("select pgfleet.citext_eq('A', 'a')"), "t");
+}
+
+TEST(Migrate, StaleFunctionSomethingDependsOnFailsNamingItAndChangesNothing) {
+  TestDatabase db;
+  db.Scalar("create function pgfleet.stale_fn(integer) returns integer language sql as 'select 1'");
+  db.Scalar("create view public.uses_stale as select pgfleet.stale_fn(1) as one");
+  std::string error;
+  auto conn = db.Connect();
+  try {
+    db::Migrate(*conn);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("sql/ no longer defines function pgfleet.stale_fn(integer)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("uses_stale"), std::string::npos) << error;
+  EXPECT_EQ(FunctionsNamed(db, "stale_fn"), 1);
+  EXPECT_EQ(db.Scalar("select one from public.uses_stale"), "1");
+}
+
+}  // namespace
+}  // namespace pgfleet

@@ -1,0 +1,198 @@
+// pgfleet.report_jobs (sql/014_reports.sql) against the real server: host
+// reports with fencing, retries with backoff, and attempts lost with their host.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/integration/sql_client.h"
+
+namespace pgfleet::integration {
+namespace {
+
+// --- report_jobs ------------------------------------------------------------
+
+TEST(ReportJobs, RunningThenExitZeroSucceedsAndFreesResources) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long job = sql.Submit(400, 100);
+  ASSERT_EQ(sql.Assign({job}, "h1").size(), 1u);
+  EXPECT_EQ(sql.Allocated("h1"), "400/100");
+
+  EXPECT_TRUE(sql.ReportOne("h1", gen, Running(job, 1, 77)));
+  EXPECT_EQ(sql.State(job), "running");
+  EXPECT_EQ(sql.Num("select pid from pgfleet.jobs where id = $1", job), 77);
+  // A repeated running report (host retrying) writes no second event.
+  sql.ReportOne("h1", gen, Running(job, 1, 77));
+  EXPECT_TRUE(sql.ReportOne("h1", gen, Exited(job, 1, 0)));
+
+  EXPECT_EQ(sql.State(job), "succeeded");
+  EXPECT_EQ(sql.Events(job, "running"), 1);
+  EXPECT_EQ(sql.Events(job, "succeeded"), 1);
+  EXPECT_EQ(
+      sql.Str("select exit_code::text || coalesce(error, '') from pgfleet.jobs where id = $1", job),
+      "0");
+  EXPECT_EQ(sql.Str("select output_tail from pgfleet.jobs where id = $1", job), "bye\n");
+  EXPECT_EQ(sql.Str("select finished_at is not null from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, StaleReportIsRejectedAndChangesNothing) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  sql.RegisterHost("h2", 1000, 1000);
+  long long gen2 = sql.Num("select generation from pgfleet.hosts where id = 'h2'");
+  long long job = sql.Submit(400, 100);
+  ASSERT_EQ(sql.Assign({job}, "h1").size(), 1u);
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Running(job, 1)));
+  long long events = sql.Num("select count(*) from pgfleet.job_events");
+
+  auto wrong_attempt = sql.ReportJobs("h1", gen, json::array({Exited(job, 2, 0)}));
+  ASSERT_EQ(wrong_attempt.size(), 1u);
+  EXPECT_FALSE(wrong_attempt[0].accepted);
+  EXPECT_EQ(wrong_attempt[0].job, job);
+  EXPECT_EQ(wrong_attempt[0].attempt, 2);
+  EXPECT_FALSE(sql.ReportOne("h2", gen2, Exited(job, 1, 0)));        // wrong host
+  EXPECT_FALSE(sql.ReportOne("h1", gen + 1, Exited(job, 1, 0)));     // wrong generation
+  EXPECT_FALSE(sql.ReportOne("h1", gen, Exited(job + 1000, 1, 0)));  // no such job
+
+  EXPECT_EQ(sql.State(job), "running");
+  EXPECT_EQ(sql.Num("select count(*) from pgfleet.job_events"), events);
+  EXPECT_EQ(sql.Allocated("h1"), "400/100");
+  EXPECT_EQ(sql.Allocated("h2"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, FailedAttemptIsRequeuedWithBackoffUntilAttemptsRunOut) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long job = sql.Submit(400, 100, /*max_attempts=*/2);
+  ASSERT_EQ(sql.Assign({job}, "h1").size(), 1u);
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Running(job, 1)));
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Exited(job, 1, 3)));
+
+  EXPECT_EQ(sql.State(job), "pending");
+  EXPECT_EQ(sql.Num("select failures from pgfleet.jobs where id = $1", job), 1);
+  EXPECT_EQ(sql.Str("select not_before > now() from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_EQ(sql.Str("select finished_at is null from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_EQ(sql.Events(job, "requeued"), 1);
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+
+  auto again = sql.Assign({job}, "h1");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempt, 2);
+  // The first attempt's host can no longer report for the job.
+  EXPECT_FALSE(sql.ReportOne("h1", gen, Exited(job, 1, 0)));
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Running(job, 2)));
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Exited(job, 2, 3)));
+
+  EXPECT_EQ(sql.State(job), "failed");
+  EXPECT_EQ(sql.Str("select error from pgfleet.jobs where id = $1", job), "exit code 3");
+  EXPECT_EQ(sql.Num("select failures from pgfleet.jobs where id = $1", job), 2);
+  EXPECT_EQ(sql.Num("select exit_code from pgfleet.jobs where id = $1", job), 3);
+  EXPECT_EQ(sql.Str("select finished_at is not null from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_EQ(sql.Events(job, "failed"), 1);
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, ExitOfAssignedJobAlsoRecordsRunning) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long job = sql.Submit(400, 100);
+  ASSERT_EQ(sql.Assign({job}, "h1").size(), 1u);
+  // The running report was lost; only the exit arrives.
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Exited(job, 1, 0)));
+  EXPECT_EQ(sql.State(job), "succeeded");
+  EXPECT_EQ(sql.Events(job, "running"), 1);
+  EXPECT_EQ(sql.Events(job, "succeeded"), 1);
+  EXPECT_EQ(sql.Str("select started_at is not null from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, LostAttemptRequeuesWithoutCountingFailuresAndThreeLossesFail) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long job = sql.Submit(400, 100, /*max_attempts=*/1);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    auto a = sql.Assign({job}, "h1");
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(a[0].attempt, attempt);
+    if (attempt == 2) {
+      ASSERT_TRUE(sql.ReportOne("h1", gen, Running(job, attempt)));
+    }
+    ASSERT_TRUE(sql.ReportOne("h1", gen, Lost(job, attempt)));
+    EXPECT_EQ(sql.State(job), attempt < 3 ? "pending" : "failed");
+    EXPECT_EQ(sql.Num("select host_losses from pgfleet.jobs where id = $1", job), attempt);
+    EXPECT_EQ(sql.Num("select failures from pgfleet.jobs where id = $1", job), 0);
+    EXPECT_EQ(sql.Events(job, "lost"), attempt);
+    EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  }
+  EXPECT_EQ(sql.Str("select finished_at is not null from pgfleet.jobs where id = $1", job), "t");
+  EXPECT_NE(sql.Str("select error from pgfleet.jobs where id = $1", job).find("lost"),
+            std::string::npos);
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+TEST(ReportJobs, BatchIsAppliedInOrderAndReportsAfterAnAttemptEndedAreRejected) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long a = sql.Submit(100, 10), b = sql.Submit(200, 20), c = sql.Submit(300, 30);
+  long long d = sql.Submit(50, 5, /*max_attempts=*/2);
+  ASSERT_EQ(sql.Assign({a, b, c, d}, "h1").size(), 4u);
+  json start_failed = {
+      {"job", d}, {"attempt", 1}, {"kind", "start_failed"}, {"error", "exec: no such file"}};
+  // a: running, running again, exit 0, then a late duplicate exit; b: exit 0
+  // only (its running report was lost); c: running, then lost; d: start
+  // failed, then a running report that can no longer apply; and a report for
+  // another attempt of a.
+  json batch = json::array({Running(a, 1, 11), Running(c, 1, 33), Running(a, 1, 11),
+                            Exited(b, 1, 0), Exited(a, 1, 0), Lost(c, 1), start_failed,
+                            Running(d, 1, 44), Exited(a, 1, 0), Exited(a, 2, 0)});
+  auto got = sql.ReportJobs("h1", gen, batch);
+  ASSERT_EQ(got.size(), batch.size());
+  const std::vector<bool> want = {true, true, true, true, true, true, true, false, false, false};
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("report " + std::to_string(i));
+    EXPECT_EQ(got[i].job, batch[i]["job"].get<long long>());
+    EXPECT_EQ(got[i].attempt, batch[i]["attempt"].get<int>());
+    EXPECT_EQ(got[i].kind, batch[i]["kind"].get<std::string>());
+    EXPECT_EQ(got[i].accepted, want[i]);
+  }
+  EXPECT_EQ(sql.State(a), "succeeded");
+  EXPECT_EQ(sql.State(b), "succeeded");
+  EXPECT_EQ(sql.State(c), "pending");
+  EXPECT_EQ(sql.State(d), "pending");
+  EXPECT_EQ(sql.Num("select pid from pgfleet.jobs where id = $1", a), 11);
+  EXPECT_EQ(sql.Str("select coalesce(pid::text, 'null') from pgfleet.jobs where id = $1", b),
+            "null");
+  EXPECT_EQ(sql.Num("select host_losses from pgfleet.jobs where id = $1", c), 1);
+  EXPECT_EQ(sql.Num("select failures from pgfleet.jobs where id = $1", d), 1);
+  EXPECT_EQ(sql.Str("select error from pgfleet.jobs where id = $1", d), "exec: no such file");
+  EXPECT_EQ(sql.Str("select started_at is null from pgfleet.jobs where id = $1", d), "t");
+  for (long long job : {a, b, c}) EXPECT_EQ(sql.Events(job, "running"), 1) << job;
+  EXPECT_EQ(sql.Events(d, "running"), 0);
+  EXPECT_EQ(sql.Events(a, "succeeded"), 1);
+  EXPECT_EQ(sql.Events(c, "lost"), 1);
+  EXPECT_EQ(sql.Events(d, "requeued"), 1);
+  // Events of one attempt are in the order of its reports.
+  EXPECT_EQ(sql.Str("select string_agg(kind, ',' order by id) from pgfleet.job_events"
+                    " where job_id = $1",
+                    b),
+            "created,assigned,running,succeeded");
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
+}  // namespace
+}  // namespace pgfleet::integration
