@@ -73,7 +73,7 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
   for (const auto& c : cases) {
     std::vector<std::string> argv = {BinaryPath(c.binary)};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    auto r = Run(argv, {}, 30s);
+    auto r = testing::Run(argv, {}, 30s);
     std::string what = c.binary + " " + c.args.back();
     EXPECT_EQ(2, r.exit_code) << what << ": " << r.err;
     EXPECT_NE(std::string::npos, r.err.find(c.named)) << what << ": " << r.err;
@@ -82,12 +82,12 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
 }
 
 TEST_F(DaemonFlagsTest, HelpPrintsEveryFlagAndExits0) {
-  auto s = Run({BinaryPath("pgfleet-schedulerd"), "--help"}, {}, 30s);
+  auto s = testing::Run({BinaryPath("pgfleet-schedulerd"), "--help"}, {}, 30s);
   EXPECT_EQ(0, s.exit_code);
   for (const char* flag : {"--db", "--id", "--listen", "--token-file", "--log-level", "--config",
                            "--tick", "--batch-size", "--host-ttl", "--retain"})
     EXPECT_NE(std::string::npos, s.out.find(flag)) << flag;
-  auto h = Run({BinaryPath("pgfleet-hostd"), "--help"}, {}, 30s);
+  auto h = testing::Run({BinaryPath("pgfleet-hostd"), "--help"}, {}, 30s);
   EXPECT_EQ(0, h.exit_code);
   for (const char* flag :
        {"--db", "--id", "--listen", "--token-file", "--log-level", "--config", "--advertise",
