@@ -2,22 +2,29 @@
 // pgfleet-schedulerd's loop: wake on NOTIFY pgfleet_work or on the timer, work
 // every formation whose advisory lock it gets, dispatch after commit.
 //
-// Every decision is made inside one transaction per formation that holds
-// pg_try_advisory_xact_lock(lock_class, formation_id): if this process dies
-// mid-decision, PostgreSQL rolls it back and frees the lock at once.
+//   NOTIFY / timer -> dirty formations -> store::FormationsToWork
+//     -> FormationPass per formation (one transaction each, formation_pass.h)
+//     -> Dispatcher: assignments, then stop requests (dispatch.h)
+//   and on their own clocks: Maintenance (heartbeat, lost hosts, pruning).
+//
+// What must hold: the loop owns two connections — one that LISTENs, one that
+// works (its statements prepared by store::Prepare on every reconnect). A lost
+// connection or NOTIFY only delays work: after a reconnect, and on every tick,
+// every formation is looked at again. Only main() creates a Scheduler; Run
+// blocks its thread.
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "core/db/connection.h"
-#include "core/net/http.h"
+#include "core/metrics/metrics.h"
+#include "schedulerd/dispatch.h"
+#include "schedulerd/formation_pass.h"
+#include "schedulerd/maintenance.h"
 
 namespace pgfleet::schedulerd {
 
@@ -34,46 +41,32 @@ struct Config {
   std::chrono::seconds prune_interval{60};
 };
 
-// One assignment to deliver to a host after commit.
-struct Dispatch {
-  int64_t job_id = 0;
-  int attempt = 0;
-  nlohmann::json spec;
-};
-
 class Scheduler {
  public:
+  // metrics must outlive the scheduler.
   Scheduler(Config config, metrics::Registry& metrics);
   ~Scheduler();
   // Runs until *stop becomes true.
   void Run(const std::atomic<bool>& stop);
 
  private:
-  struct HostTarget {
-    std::string api_url;
-    std::vector<Dispatch> jobs;
-  };
   class Receiver;
 
   void Listen(pqxx::connection& conn);
-  std::vector<std::pair<int, std::string>> FormationsToWork(pqxx::connection& conn, bool all,
-                                                            const std::set<int>& dirty);
-  // Places the formation's pending jobs; returns false when another scheduler holds its lock.
-  bool WorkFormation(pqxx::connection& conn, int formation_id, const std::string& name,
-                     std::map<std::string, HostTarget>* out);
-  // Service formations: creates missing replicas and stops surplus ones (pure
-  // core: placement::ReconcileService), inside the formation's transaction.
-  void ReconcileReplicas(pqxx::work& tx, int formation_id, const std::string& name, int replicas);
-  void DispatchAll(pqxx::connection& conn, std::map<std::string, HostTarget>& targets);
-  void ForwardStops(pqxx::connection& conn);
-  void Heartbeat(pqxx::connection& conn);
-  // Marks silent hosts lost and requeues their attempts (any scheduler may; one wins each host).
-  void SweepLostHosts(pqxx::connection& conn);
-  // Deletes finished jobs older than --retain, in batches, one scheduler at a time.
-  void PruneFinished(pqxx::connection& conn);
+  // Heartbeat, sweep and prune when their time has come.
+  void Maintain(pqxx::connection& conn, std::chrono::steady_clock::time_point now);
+  // Waits for a NOTIFY or the next tick; false when there is nothing to do yet.
+  bool WaitForWork(pqxx::connection& listen, std::chrono::steady_clock::time_point now);
+  // Works the dirty formations, then dispatches what committed.
+  void WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop);
+  // After a failed pass: drops connections that closed.
+  void AfterError(pqxx::connection* lc, pqxx::connection* wc);
 
   Config config_;
   metrics::Registry& metrics_;
+  FormationPass formation_pass_;
+  Dispatcher dispatcher_;
+  Maintenance maintenance_;
   db::ReconnectingConnection listen_conn_;
   db::ReconnectingConnection work_conn_;
   std::unique_ptr<Receiver> receiver_;

@@ -1,0 +1,50 @@
+#pragma once
+// A daemon's HTTP listener: binds --listen (HOST:PORT, port 0 picks a free
+// port), serves GET /health and /metrics next to whatever routes the daemon
+// adds, on a thread of its own.
+//
+// What must hold: Bind before Serve; add routes to server() before Serve;
+// Stop (or the destructor) stops serving and joins the thread. The daemon may
+// learn its port (for an advertised URL) between Bind and Serve; connections
+// that arrive meanwhile wait in the socket's backlog.
+
+#include <httplib.h>
+
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/daemon/flags.h"
+#include "core/metrics/metrics.h"
+
+namespace pgfleet::daemon {
+
+class HttpListener {
+ public:
+  HttpListener() = default;
+  ~HttpListener() { Stop(); }
+  HttpListener(const HttpListener&) = delete;
+  HttpListener& operator=(const HttpListener&) = delete;
+
+  // Binds flags.common().listen. Returns std::nullopt on success, else the
+  // exit code for main: 2 for a malformed --listen (usage printed), 1 when
+  // the address cannot be bound (logged).
+  std::optional<int> Bind(const Flags& flags);
+
+  httplib::Server& server() { return server_; }
+  const std::string& host() const { return host_; }
+  int port() const { return port_; }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+
+  // Adds /health and /metrics (answering as `who`) and starts serving.
+  void Serve(const metrics::Registry& metrics, const std::string& who);
+  void Stop();
+
+ private:
+  httplib::Server server_;
+  std::string host_;
+  int port_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace pgfleet::daemon

@@ -1,0 +1,88 @@
+#include "schedulerd/formation_pass.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "core/model/constants.h"
+#include "core/placement/placement.h"
+#include "schedulerd/service.h"
+
+namespace pgfleet::schedulerd {
+
+FormationPass::Placed FormationPass::Place(pqxx::transaction_base& tx,
+                                           const std::vector<store::PendingJob>& claimed) {
+  Placed out;
+  std::map<int64_t, const nlohmann::json*> specs;
+  std::vector<placement::JobRequest> todo;
+  for (const auto& p : claimed) {
+    specs[p.request.id] = &p.spec;
+    todo.push_back(p.request);
+  }
+  std::map<std::string, std::string> urls;  // host id -> API URL, from the snapshots
+  for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
+    std::vector<placement::HostView> hosts;
+    for (auto& h : store::LoadHostSnapshot(tx)) {
+      urls[h.view.id] = h.api_url;
+      hosts.push_back(std::move(h.view));
+    }
+    auto plan = placement::PlanPlacements(todo, std::move(hosts));
+    for (const auto& u : plan.unplaced) out.reasons[u.job_id] = u.reason;
+    if (plan.placements.empty()) break;
+    std::set<int64_t> done;
+    for (const auto& a : store::AssignJobs(tx, plan.placements)) {
+      done.insert(a.job_id);
+      auto& target = out.planned[a.host_id];
+      target.api_url = urls[a.host_id];
+      target.jobs.push_back(Dispatch{a.job_id, a.attempt, *specs[a.job_id]});
+      out.reasons.erase(a.job_id);
+    }
+    out.assigned += done.size();
+    std::vector<placement::JobRequest> retry;
+    for (const auto& pl : plan.placements) {
+      if (done.count(pl.job_id)) continue;
+      for (const auto& j : todo) {
+        if (j.id == pl.job_id) retry.push_back(j);
+      }
+      out.reasons[pl.job_id] = "waiting for capacity: the host filled up while placing";
+      metrics_.Add("pgfleet_scheduler_replans_total", 1);
+    }
+    todo = std::move(retry);
+  }
+  return out;
+}
+
+FormationPassResult FormationPass::Work(pqxx::connection& conn, const store::Formation& formation,
+                                        Targets* out) {
+  pqxx::work tx(conn);
+  if (!store::TryLockFormation(tx, formation.id)) {
+    metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
+    return {};
+  }
+  auto shape = store::LoadFormation(tx, formation.id);
+  if (shape.is_service) ReconcileReplicas(tx, formation, shape.replicas, metrics_);
+  auto claimed = store::ClaimPending(tx, formation.name, batch_size_);
+  if (claimed.empty()) {
+    tx.commit();
+    return {true, false};
+  }
+  Placed placed = Place(tx, claimed);
+  if (!placed.reasons.empty()) store::SetPendingReasons(tx, placed.reasons);
+  tx.commit();
+  // Only committed assignments are ever dispatched.
+  for (auto& [host, target] : placed.planned) {
+    auto& dest = (*out)[host];
+    dest.api_url = target.api_url;
+    for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
+  }
+  metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));
+  if (placed.assigned > 0 || !placed.reasons.empty()) {
+    spdlog::info("formation={} id={} claimed={} assigned={} waiting={}", formation.name,
+                 formation.id, claimed.size(), placed.assigned, placed.reasons.size());
+  }
+  // A full batch means more may be waiting: come back to this formation at once.
+  bool full = static_cast<int>(claimed.size()) == batch_size_;
+  return {true, full && placed.assigned > 0};
+}
+
+}  // namespace pgfleet::schedulerd

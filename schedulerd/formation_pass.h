@@ -1,0 +1,52 @@
+#pragma once
+// One formation's pass: lock it, reconcile a service's replicas, claim its
+// pending jobs, plan them on a snapshot of the hosts (pure core:
+// placement::PlanPlacements), assign conditionally, record why the rest wait.
+//
+//   try_lock_formation -> [service: ReconcileReplicas] -> ClaimPending
+//     -> rounds of { LoadHostSnapshot -> PlanPlacements -> AssignJobs }
+//     -> SetPendingReasons -> commit -> assignments handed to the dispatcher
+//
+// What must hold: the whole pass is one transaction holding
+// pg_try_advisory_xact_lock(lock class, formation id): if this process dies
+// mid-decision, PostgreSQL rolls it back and frees the lock at once. Job rows
+// are locked (claim) before host rows (assign). Only assignments that
+// committed reach *out. Called by the scheduler loop only.
+
+#include <pqxx/pqxx>
+
+#include "core/metrics/metrics.h"
+#include "schedulerd/dispatch.h"
+#include "schedulerd/store.h"
+
+namespace pgfleet::schedulerd {
+
+struct FormationPassResult {
+  bool locked = false;        // false: another scheduler holds the formation's lock
+  bool more_waiting = false;  // a full batch was claimed and placed: come back at once
+};
+
+class FormationPass {
+ public:
+  // batch_size: pending jobs claimed per transaction. metrics must outlive this.
+  FormationPass(int batch_size, metrics::Registry& metrics)
+      : batch_size_(batch_size), metrics_(metrics) {}
+
+  // Runs the pass in its own transaction on conn; adds what committed to *out.
+  FormationPassResult Work(pqxx::connection& conn, const store::Formation& formation, Targets* out);
+
+ private:
+  struct Placed {
+    Targets planned;                         // host id -> assigned jobs (api_url set)
+    std::map<int64_t, std::string> reasons;  // job id -> why it still waits
+    size_t assigned = 0;
+  };
+  // Optimistic rounds: plan against a snapshot, commit per host conditionally;
+  // jobs whose host filled up meanwhile are re-planned against fresh state.
+  Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed);
+
+  int batch_size_;
+  metrics::Registry& metrics_;
+};
+
+}  // namespace pgfleet::schedulerd

@@ -1,0 +1,34 @@
+#include "schedulerd/service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/placement/reconcile.h"
+
+namespace pgfleet::schedulerd {
+
+void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& formation, int replicas,
+                       metrics::Registry& metrics) {
+  auto live = store::LiveReplicas(tx, formation.name);
+  auto result = placement::ReconcileService(replicas, live);
+  if (result.to_create > 0) store::CreateReplicas(tx, formation.id, result.to_create);
+  if (!result.to_stop.empty()) {
+    // Stopping what remains wanted after the creations is a scale-down;
+    // anything else replaces replicas on a leaving host.
+    bool scaled_down = static_cast<int>(live.size()) - static_cast<int>(result.to_stop.size()) +
+                           result.to_create >=
+                       replicas;
+    std::string reason = scaled_down ? "service " + formation.name + " scaled to " +
+                                           std::to_string(replicas) + " replicas"
+                                     : "moved off a draining host";
+    store::StopJobs(tx, result.to_stop, reason);
+  }
+  if (result.to_create > 0 || !result.to_stop.empty()) {
+    metrics.Add("pgfleet_scheduler_replicas_created_total", result.to_create);
+    metrics.Add("pgfleet_scheduler_replicas_stopped_total",
+                static_cast<double>(result.to_stop.size()));
+    spdlog::info("formation={} service replicas={} live={} create={} stop={}", formation.name,
+                 replicas, live.size(), result.to_create, result.to_stop.size());
+  }
+}
+
+}  // namespace pgfleet::schedulerd

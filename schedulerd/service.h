@@ -1,0 +1,22 @@
+#pragma once
+// Service formations inside the formation pass: creates missing replicas and
+// stops surplus ones or ones to move off draining/offline hosts. The decision
+// is the pure core's (placement::ReconcileService); this file reads the live
+// replicas and writes the decision back.
+//
+// What must hold: called only inside the formation's transaction, after
+// store::TryLockFormation succeeded, so two schedulers never reconcile the
+// same service at once. Replicas it creates are pending rows the same pass
+// then claims and places.
+
+#include <pqxx/pqxx>
+
+#include "core/metrics/metrics.h"
+#include "schedulerd/store.h"
+
+namespace pgfleet::schedulerd {
+
+void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& formation, int replicas,
+                       metrics::Registry& metrics);
+
+}  // namespace pgfleet::schedulerd

@@ -1,0 +1,303 @@
+#include "schedulerd/store.h"
+
+#include <stdexcept>
+
+#include "core/db/statements.h"
+#include "core/model/constants.h"
+#include "core/model/states.h"
+
+namespace pgfleet::schedulerd::store {
+namespace {
+
+using nlohmann::json;
+
+// $1: all formations; else only those in $2.
+constexpr db::Statement kFormationsToWork{
+    "schedulerd_formations_to_work",
+    "select f.id, f.name from pgfleet.formations f"
+    "  left join lateral (select max(j.priority) as p from pgfleet.jobs j"
+    "                      where j.formation = f.name and j.state = 'pending'"
+    "                        and j.desired_state = 'run'"
+    "                        and (j.not_before is null or j.not_before <= now())) m on true"
+    " where ($1::boolean or f.id = any($2::integer[]))"
+    "   and (m.p is not null"
+    "    or (f.kind = 'service'"
+    "        and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name"
+    "                              and j.state in ('pending', 'assigned', 'running')"
+    "                              and j.desired_state = 'run')"
+    "             or exists (select 1 from pgfleet.jobs j join pgfleet.hosts h"
+    "                          on h.id = j.host_id"
+    "                         where j.formation = f.name and j.state in ('assigned', 'running')"
+    "                           and j.desired_state = 'run'"
+    "                           and h.state in ('draining', 'offline')))))"
+    " order by m.p desc nulls last, f.id"};
+
+constexpr db::Statement kTryLockFormation{"schedulerd_try_lock_formation",
+                                          "select pgfleet.try_lock_formation($1) as locked"};
+
+constexpr db::Statement kLoadFormation{
+    "schedulerd_load_formation",
+    "select kind = 'service' as is_service, replicas from pgfleet.formations where id = $1"};
+
+constexpr db::Statement kClaimPending{
+    "schedulerd_claim_pending",
+    "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
+    "       pgfleet.job_spec(j)::text as spec"
+    "  from pgfleet.jobs j"
+    " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
+    "   and (j.not_before is null or j.not_before <= now())"
+    " order by j.priority desc, j.id limit $2 for update skip locked"};
+
+constexpr db::Statement kLoadHostSnapshot{
+    "schedulerd_load_host_snapshot",
+    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated,"
+    "       h.labels::text as labels, h.api_url"
+    "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
+    " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
+    "   and hb.last_seen > now() - pgfleet.host_ttl()"};
+
+constexpr db::Statement kAssignJobs{
+    "schedulerd_assign_jobs",
+    "select job_id, attempt, host_id from pgfleet.assign_jobs($1::jsonb)"};
+
+constexpr db::Statement kSetPendingReasons{"schedulerd_set_pending_reasons",
+                                           "select pgfleet.set_pending_reasons($1::jsonb)"};
+
+constexpr db::Statement kLiveReplicas{
+    "schedulerd_live_replicas",
+    "select j.id, j.state,"
+    "       coalesce(j.state in ('assigned', 'running') and h.state in ('draining', 'offline'),"
+    "                false) as on_leaving_host"
+    "  from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id"
+    " where j.formation = $1 and j.state in ('pending', 'assigned', 'running')"
+    "   and j.desired_state = 'run'"
+    " for update of j"};
+
+constexpr db::Statement kCreateReplicas{
+    "schedulerd_create_replicas",
+    "insert into pgfleet.jobs (formation, command, env, cpu, memory, constraints, priority)"
+    " select f.name, f.command, f.env, f.cpu, f.memory, f.constraints, f.priority"
+    "   from pgfleet.formations f, generate_series(1, $2) where f.id = $1"};
+
+constexpr db::Statement kStopJobs{"schedulerd_stop_jobs",
+                                  "select pgfleet.stop_jobs($1::bigint[], $2)"};
+
+constexpr db::Statement kDispatchSucceeded{"schedulerd_dispatch_succeeded",
+                                           "select pgfleet.dispatch_succeeded($1)"};
+
+constexpr db::Statement kDispatchFailed{
+    "schedulerd_dispatch_failed", "select pgfleet.dispatch_failed($1, $2::jsonb, $3) as requeued"};
+
+constexpr db::Statement kStopsToForward{
+    "schedulerd_stops_to_forward",
+    "select j.id, j.attempt, j.host_id, h.api_url from pgfleet.jobs j"
+    "  join pgfleet.hosts h on h.id = j.host_id"
+    " where j.desired_state = 'stop' and j.state in ('assigned', 'running')"};
+
+constexpr db::Statement kHeartbeat{
+    "schedulerd_heartbeat",
+    "insert into pgfleet.schedulers (id, hostname, pid) values ($1, $2, $3)"
+    " on conflict (id) do update set last_seen = now(), hostname = excluded.hostname,"
+    " pid = excluded.pid"};
+
+constexpr db::Statement kHostTtlSeconds{
+    "schedulerd_host_ttl_seconds",
+    "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
+
+constexpr db::Statement kSweepLostHosts{
+    "schedulerd_sweep_lost_hosts", "select host_id, requeued from pgfleet.sweep_lost_hosts($1)"};
+
+constexpr db::Statement kEvictOverdueDrains{"schedulerd_evict_overdue_drains",
+                                            "select pgfleet.evict_overdue_drains() as evicted"};
+
+constexpr db::Statement kTryLockPrune{"schedulerd_try_lock_prune",
+                                      "select pg_try_advisory_xact_lock($1, $2) as locked"};
+
+constexpr db::Statement kPruneFinished{
+    "schedulerd_prune_finished",
+    "select pgfleet.prune_finished(make_interval(secs => $1), $2) as pruned"};
+
+constexpr db::Statement kForgetStaleSchedulers{
+    "schedulerd_forget_stale_schedulers",
+    "delete from pgfleet.schedulers where last_seen < now() - interval '1 day'"};
+
+std::map<std::string, std::string> JsonToMap(const std::string& text) {
+  std::map<std::string, std::string> m;
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      if (v.is_string()) m[k] = v.get<std::string>();
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+void Prepare(pqxx::connection& conn) {
+  db::PrepareAll(
+      conn,
+      {&kFormationsToWork,   &kTryLockFormation, &kLoadFormation,     &kClaimPending,
+       &kLoadHostSnapshot,   &kAssignJobs,       &kSetPendingReasons, &kLiveReplicas,
+       &kCreateReplicas,     &kStopJobs,         &kDispatchSucceeded, &kDispatchFailed,
+       &kStopsToForward,     &kHeartbeat,        &kHostTtlSeconds,    &kSweepLostHosts,
+       &kEvictOverdueDrains, &kTryLockPrune,     &kPruneFinished,     &kForgetStaleSchedulers});
+}
+
+std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
+                                        const std::set<int>& ids) {
+  auto rows = db::Exec(tx, kFormationsToWork, all,
+                       db::ArrayParam(std::vector<int>(ids.begin(), ids.end())));
+  std::vector<Formation> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back({r["id"].as<int>(), r["name"].as<std::string>()});
+  return out;
+}
+
+bool TryLockFormation(pqxx::transaction_base& tx, int formation_id) {
+  return db::Exec1(tx, kTryLockFormation, formation_id)["locked"].as<bool>();
+}
+
+FormationShape LoadFormation(pqxx::transaction_base& tx, int formation_id) {
+  auto r = db::Exec1(tx, kLoadFormation, formation_id);
+  return {r["is_service"].as<bool>(), r["replicas"].as<int>()};
+}
+
+std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,
+                                     int limit) {
+  auto rows = db::Exec(tx, kClaimPending, formation, limit);
+  std::vector<PendingJob> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    PendingJob p;
+    p.request.id = r["id"].as<int64_t>();
+    p.request.cpu = r["cpu"].as<int>();
+    p.request.memory = r["memory"].as<int>();
+    p.request.priority = r["priority"].as<int>();
+    p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
+    p.spec = json::parse(r["spec"].as<std::string>());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx) {
+  auto rows = db::Exec(tx, kLoadHostSnapshot);
+  std::vector<SnapshotHost> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    SnapshotHost h;
+    h.view.id = r["id"].as<std::string>();
+    h.view.cpu_total = r["cpu"].as<int>();
+    h.view.memory_total = r["memory"].as<int>();
+    h.view.cpu_allocated = r["cpu_allocated"].as<int>();
+    h.view.memory_allocated = r["memory_allocated"].as<int>();
+    h.view.labels = JsonToMap(r["labels"].as<std::string>());
+    h.api_url = r["api_url"].as<std::string>();
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
+                                   const std::vector<placement::Placement>& plan) {
+  json p = json::array();
+  for (const auto& pl : plan) p.push_back({{"job", pl.job_id}, {"host", pl.host_id}});
+  auto rows = db::Exec(tx, kAssignJobs, p.dump());
+  std::vector<Assignment> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    out.push_back(
+        {r["job_id"].as<int64_t>(), r["attempt"].as<int>(), r["host_id"].as<std::string>()});
+  }
+  return out;
+}
+
+void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::string>& reasons) {
+  json r = json::array();
+  for (const auto& [id, why] : reasons) r.push_back({{"job", id}, {"reason", why}});
+  db::Exec(tx, kSetPendingReasons, r.dump());
+}
+
+std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
+                                                 const std::string& formation) {
+  auto rows = db::Exec(tx, kLiveReplicas, formation);
+  std::vector<placement::ReplicaView> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    auto name = r["state"].as<std::string>();
+    auto state = model::ParseReplicaState(name);
+    if (!state) {
+      throw std::runtime_error("job " + r["id"].as<std::string>() + " has state \"" + name +
+                               "\", which is not a live replica state");
+    }
+    out.push_back({r["id"].as<int64_t>(), *state, r["on_leaving_host"].as<bool>()});
+  }
+  return out;
+}
+
+void CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count) {
+  db::Exec0(tx, kCreateReplicas, formation_id, count);
+}
+
+void StopJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& job_ids,
+              const std::string& reason) {
+  db::Exec(tx, kStopJobs, db::ArrayParam(job_ids), reason);
+}
+
+void DispatchSucceeded(pqxx::transaction_base& tx, const std::string& host_id) {
+  db::Exec(tx, kDispatchSucceeded, host_id);
+}
+
+int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,
+                   const std::vector<DispatchedJob>& jobs, const std::string& error) {
+  json j = json::array();
+  for (const auto& d : jobs) j.push_back({{"job", d.job_id}, {"attempt", d.attempt}});
+  return db::Exec1(tx, kDispatchFailed, host_id, j.dump(), error)["requeued"].as<int>();
+}
+
+std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
+  auto rows = db::Exec(tx, kStopsToForward);
+  std::vector<StopToForward> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    out.push_back({r["id"].as<int64_t>(), r["attempt"].as<int>(), r["host_id"].as<std::string>(),
+                   r["api_url"].as<std::string>()});
+  }
+  return out;
+}
+
+void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
+               const std::string& hostname, int pid) {
+  db::Exec0(tx, kHeartbeat, scheduler_id, hostname, pid);
+}
+
+double HostTtlSeconds(pqxx::transaction_base& tx) {
+  return db::Exec1(tx, kHostTtlSeconds)["seconds"].as<double>();
+}
+
+std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds) {
+  auto rows = db::Exec(tx, kSweepLostHosts, ttl_seconds);
+  std::vector<LostHost> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) {
+    out.push_back({r["host_id"].as<std::string>(), r["requeued"].as<int>()});
+  }
+  return out;
+}
+
+int EvictOverdueDrains(pqxx::transaction_base& tx) {
+  return db::Exec1(tx, kEvictOverdueDrains)["evicted"].as<int>();
+}
+
+bool TryLockPrune(pqxx::transaction_base& tx) {
+  return db::Exec1(tx, kTryLockPrune, model::kLockClass, model::kPruneLockKey)["locked"].as<bool>();
+}
+
+int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit) {
+  return db::Exec1(tx, kPruneFinished, retain_seconds, limit)["pruned"].as<int>();
+}
+
+void ForgetStaleSchedulers(pqxx::transaction_base& tx) { db::Exec0(tx, kForgetStaleSchedulers); }
+
+}  // namespace pgfleet::schedulerd::store

@@ -1,0 +1,141 @@
+#pragma once
+// schedulerd's store: every statement the scheduler runs, named, prepared once
+// per connection (Prepare, installed with ReconnectingConnection::SetOnConnect),
+// behind typed functions that read result columns by name into plain structs.
+//
+// What must hold:
+// - Prepare(conn) ran on the connection a transaction belongs to before any
+//   other function here is called with that transaction.
+// - No function here commits: the caller owns the transaction and decides its
+//   scope (the formation pass runs claim, snapshot, assign and pending reasons
+//   in one transaction that holds the formation's advisory lock).
+// - Lock order is jobs before hosts: ClaimPending / LiveReplicas lock job rows
+//   first; AssignJobs then locks the hosts it charges.
+// Only schedulerd/ calls this module; SQL text appears nowhere else in schedulerd.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/placement/placement.h"
+#include "core/placement/reconcile.h"
+
+namespace pgfleet::schedulerd::store {
+
+// Prepares every statement below on conn.
+void Prepare(pqxx::connection& conn);
+
+// --- the formation pass ---------------------------------------------------
+
+struct Formation {
+  int id = 0;
+  std::string name;
+};
+
+// Formations with placeable pending jobs, highest waiting priority first, then
+// service formations whose replicas differ from what is wanted (count, or
+// replicas on draining/offline hosts to move). With all == false only the
+// formations in `ids` are considered.
+std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
+                                        const std::set<int>& ids);
+
+// pg_try_advisory_xact_lock on the formation: false when another scheduler holds it.
+bool TryLockFormation(pqxx::transaction_base& tx, int formation_id);
+
+struct FormationShape {
+  bool is_service = false;
+  int replicas = 0;
+};
+FormationShape LoadFormation(pqxx::transaction_base& tx, int formation_id);
+
+struct PendingJob {
+  placement::JobRequest request;
+  nlohmann::json spec;  // pgfleet.job_spec(j): what hostd is sent
+};
+// Locks and returns up to `limit` placeable pending jobs of the formation
+// (priority order, skipping rows other schedulers hold).
+std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,
+                                     int limit);
+
+struct SnapshotHost {
+  placement::HostView view;
+  std::string api_url;
+};
+// Feasible hosts: up, heartbeat fresh by the database clock, not suspended.
+std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx);
+
+struct Assignment {
+  int64_t job_id = 0;
+  int attempt = 0;
+  std::string host_id;
+};
+// pgfleet.assign_jobs: charges each host conditionally; returns the
+// placements that held (a host that filled up meanwhile takes none).
+std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
+                                   const std::vector<placement::Placement>& plan);
+
+// Records why each job is still pending (job id -> reason).
+void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::string>& reasons);
+
+// --- service formations ---------------------------------------------------
+
+// Locks and returns the formation's live replicas (pending, assigned or
+// running with desired_state 'run').
+std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
+                                                 const std::string& formation);
+// Inserts `count` new replicas from the formation's template.
+void CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);
+// pgfleet.stop_jobs: asks for the jobs to stop, with the reason recorded.
+void StopJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& job_ids,
+              const std::string& reason);
+
+// --- after commit ---------------------------------------------------------
+
+struct DispatchedJob {
+  int64_t job_id = 0;
+  int attempt = 0;
+};
+// The host took the batch: clears its dispatch-failure suspension.
+void DispatchSucceeded(pqxx::transaction_base& tx, const std::string& host_id);
+// The host did not: its jobs go back to pending and the host is suspended.
+// Returns how many jobs went back.
+int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,
+                   const std::vector<DispatchedJob>& jobs, const std::string& error);
+
+struct StopToForward {
+  int64_t job_id = 0;
+  int attempt = 0;
+  std::string host_id;
+  std::string api_url;
+};
+// Assigned or running jobs whose desired state is stop.
+std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);
+
+// --- maintenance ----------------------------------------------------------
+
+void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
+               const std::string& hostname, int pid);
+// pgfleet.host_ttl() in seconds.
+double HostTtlSeconds(pqxx::transaction_base& tx);
+
+struct LostHost {
+  std::string host_id;
+  int requeued = 0;
+};
+// Marks hosts silent for longer than ttl_seconds lost and requeues their attempts.
+std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds);
+// Stops and requeues jobs on draining hosts past their deadline; returns how many.
+int EvictOverdueDrains(pqxx::transaction_base& tx);
+
+// The transaction-scoped lock that lets one scheduler at a time prune.
+bool TryLockPrune(pqxx::transaction_base& tx);
+// Deletes up to `limit` finished jobs older than retain_seconds; returns how many.
+int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit);
+// Forgets schedulers not seen for a day.
+void ForgetStaleSchedulers(pqxx::transaction_base& tx);
+
+}  // namespace pgfleet::schedulerd::store

@@ -1,0 +1,153 @@
+// The command line both daemons share (core/daemon): usage errors exit 2 and
+// name the flag or file, a --config file sets the same options as the command
+// line (which wins), /health is served on --listen, SIGTERM stops cleanly.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <regex>
+
+#include "core/util/text.h"
+#include "test_support.h"
+
+namespace pgfleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class DaemonFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    token_ = dir_.path() + "/token";
+    std::ofstream(token_) << "flags-test-token\n";
+  }
+  std::string WriteConfig(const std::string& name, const std::string& text) {
+    std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The port a daemon logged it serves on ("... on 127.0.0.1:PORT"), or 0.
+  static int LoggedPort(const Process& p) {
+    std::smatch m;
+    std::string log = p.Log();
+    if (std::regex_search(log, m, std::regex("on 127\\.0\\.0\\.1:([0-9]+)")))
+      return std::stoi(m[1]);
+    return 0;
+  }
+
+  TempDir dir_;
+  std::string token_;
+};
+
+TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
+  struct Case {
+    std::string binary;
+    std::vector<std::string> args;
+    std::string named;  // what stderr must mention
+  };
+  std::string bad_config = WriteConfig("bad.conf", "tick = 1\nno-such-option = 3\n");
+  std::vector<Case> cases = {
+      {"pgfleet-schedulerd", {"--token-file", token_, "--tick", "0"}, "--tick"},
+      {"pgfleet-schedulerd", {"--token-file", token_, "--batch-size", "-1"}, "--batch-size"},
+      {"pgfleet-schedulerd", {"--token-file", token_, "--retain", "5x"}, "--retain"},
+      {"pgfleet-schedulerd", {"--token-file", token_, "--listen", "nocolon"}, "--listen"},
+      {"pgfleet-schedulerd", {"--token-file", token_, "--log-level", "loud"}, "--log-level"},
+      {"pgfleet-schedulerd", {"--token-file", dir_.path() + "/missing"}, "--token-file"},
+      {"pgfleet-schedulerd", {"--config", dir_.path() + "/missing.conf"}, "missing.conf"},
+      {"pgfleet-schedulerd", {"--config", bad_config}, "bad.conf"},
+      {"pgfleet-schedulerd", {"--bogus"}, "bogus"},
+      {"pgfleet-hostd", {"--token-file", token_}, "--id"},
+      {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--cpu", "-5"}, "--cpu"},
+      {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--label", "x"}, "--label"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--driver", "process", "--data-dir",
+        dir_.path() + "/h", "--listen", "h:p"},
+       "--listen"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--data-dir", dir_.path() + "/h", "--driver", "kvm"},
+       "--driver"},
+      {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--config", bad_config}, "bad.conf"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {BinaryPath(c.binary)};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto r = testing::Run(argv, {}, 30s);
+    std::string what = c.binary + " " + c.args.back();
+    EXPECT_EQ(2, r.exit_code) << what << ": " << r.err;
+    EXPECT_NE(std::string::npos, r.err.find(c.named)) << what << ": " << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("usage: " + c.binary)) << what << ": " << r.err;
+  }
+}
+
+TEST_F(DaemonFlagsTest, HelpPrintsEveryFlagAndExits0) {
+  auto s = testing::Run({BinaryPath("pgfleet-schedulerd"), "--help"}, {}, 30s);
+  EXPECT_EQ(0, s.exit_code);
+  for (const char* flag : {"--db", "--id", "--listen", "--token-file", "--log-level", "--config",
+                           "--tick", "--batch-size", "--host-ttl", "--retain"})
+    EXPECT_NE(std::string::npos, s.out.find(flag)) << flag;
+  auto h = testing::Run({BinaryPath("pgfleet-hostd"), "--help"}, {}, 30s);
+  EXPECT_EQ(0, h.exit_code);
+  for (const char* flag :
+       {"--db", "--id", "--listen", "--token-file", "--log-level", "--config", "--advertise",
+        "--driver", "--cpu", "--memory", "--label", "--heartbeat-interval", "--reconcile-interval",
+        "--host-ttl", "--self-fence", "--self-fence-shims", "--data-dir"})
+    EXPECT_NE(std::string::npos, h.out.find(flag)) << flag;
+}
+
+TEST_F(DaemonFlagsTest, ConfigFileSetsOptionsTheCommandLineOverridesAndHealthIsServed) {
+  TestDatabase db;
+  std::string conf = WriteConfig(
+      "scheduler.conf",
+      "db = " + db.dsn() + "\nid = from-config\ntoken-file = " + token_ + "\ntick = 0.5\n");
+  Process from_file({BinaryPath("pgfleet-schedulerd"), "--config", conf},
+                    dir_.path() + "/from-file.log");
+  Process overridden({BinaryPath("pgfleet-schedulerd"), "--config", conf, "--id", "from-cli"},
+                     dir_.path() + "/overridden.log");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db.Count(
+                   "select count(*) from pgfleet.schedulers"
+                   " where id in ('from-config', 'from-cli')") == 2;
+      },
+      20s))
+      << from_file.Log() << overridden.Log();
+
+  int port = 0;
+  ASSERT_TRUE(WaitFor([&] { return (port = LoggedPort(from_file)) > 0; }, 10s)) << from_file.Log();
+  httplib::Client client("127.0.0.1", port);
+  auto res = client.Get("/health");
+  ASSERT_TRUE(res) << from_file.Log();
+  EXPECT_EQ(200, res->status);
+  auto metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(200, metrics->status);
+
+  int status = from_file.Stop(10s);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << from_file.Log();
+  EXPECT_NE(std::string::npos, from_file.Log().find("scheduler=from-config stopped"));
+}
+
+TEST_F(DaemonFlagsTest, HostdReadsItsConfigFileAndStopsOnSigterm) {
+  TestDatabase db;
+  std::string conf =
+      WriteConfig("host.conf", "db = " + db.dsn() + "\nid = conf-host\ntoken-file = " + token_ +
+                                   "\ndriver = process\ncpu = 1000\nmemory = 512\n"
+                                   "heartbeat-interval = 0.5\nlabel = zone=c\ndata-dir = " +
+                                   dir_.path() + "/conf-host\n");
+  Process host({BinaryPath("pgfleet-hostd"), "--config", conf}, dir_.path() + "/host.log");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db.Count(
+                   "select count(*) from pgfleet.hosts where id = 'conf-host'"
+                   " and cpu = 1000 and memory = 512 and labels->>'zone' = 'c'") == 1;
+      },
+      20s))
+      << host.Log();
+  int status = host.Stop(10s);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << host.Log();
+}
+
+}  // namespace
+}  // namespace pgfleet::testing
