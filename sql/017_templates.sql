@@ -1,0 +1,36 @@
+-- Formation templates: the one list of columns that make a job template, and
+-- making replicas from it. A column added to the template must be added to
+-- both pgfleet.jobs and pgfleet.formations (a migration) and to this list;
+-- tests/integration/template_test.cpp fails until all three agree.
+
+create or replace function pgfleet.template_columns() returns text[]
+language sql immutable as $$
+  select array['command', 'env', 'cpu', 'memory', 'constraints', 'priority', 'rootfs', 'run_as',
+               'network', 'pids_max', 'cpu_hard_limit', 'stop_grace_seconds']
+$$;
+comment on function pgfleet.template_columns() is
+  'Columns of pgfleet.formations copied into every replica it creates: the job template. Same names, types, defaults and rules as in pgfleet.jobs.';
+
+create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
+returns integer
+language plpgsql as $$
+declare
+  v_columns text;
+  v_created integer;
+begin
+  if p_count is null or p_count <= 0 then
+    return 0;
+  end if;
+  select string_agg(quote_ident(c), ', ') into v_columns from unnest(pgfleet.template_columns()) c;
+  execute format(
+    'insert into pgfleet.jobs (formation, %1$s)
+     select f.name, %2$s from pgfleet.formations f, generate_series(1, $2)
+      where f.id = $1 and f.kind = ''service''',
+    v_columns, (select string_agg('f.' || quote_ident(c), ', ')
+                  from unnest(pgfleet.template_columns()) c))
+  using p_formation, p_count;
+  get diagnostics v_created = row_count;
+  return v_created;
+end $$;
+comment on function pgfleet.create_replicas(integer, integer) is
+  'Inserts p_count new replicas of a service formation from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock and bounds p_count.';
