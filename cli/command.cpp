@@ -68,6 +68,24 @@ std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
   return out;
 }
 
+void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
+                           std::vector<std::string>* constraints) {
+  model::JobSpec& s = *spec;
+  cmd.Options()("cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
+      "memory", po::value(&s.memory), "memory limit in MiB (default 64)")(
+      "constraint", po::value(constraints)->composing(),
+      "host label KEY=VALUE required (repeatable)")("env", po::value(envs)->composing(),
+                                                    "environment KEY=VALUE (repeatable)")(
+      "priority", po::value(&s.priority), "0-100 (default 50)")(
+      "rootfs", po::value(&s.rootfs), "container root filesystem (directory or name)")(
+      "user", po::value(&s.user), "user to run as (container default: nobody)")(
+      "network", po::value(&s.network), "host (default) or none")(
+      "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
+      "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
+      "stop-grace", po::value(&s.stop_grace_seconds),
+      "seconds from SIGTERM to SIGKILL (default 10)");
+}
+
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
                   model::JobSpec* spec) {
   try {

@@ -105,6 +105,13 @@ std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
                   model::JobSpec* spec);
 
+// The flags that say how a job runs (cpu, memory, env, constraint, priority,
+// rootfs, user, network, pids-max, cpu-hard-limit, stop-grace), shared by
+// `run` and `formation create` (a formation's template is a whole job).
+// --env and --constraint words go to *envs and *constraints (CompleteSpec).
+void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
+                           std::vector<std::string>* constraints);
+
 // A JOB argument; throws UsageError unless it is a positive integer.
 int64_t ParseJobId(const std::string& s);
 

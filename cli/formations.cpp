@@ -17,14 +17,11 @@ struct FormationFlags {
 };
 
 void AddFormationOptions(Command& cmd, FormationFlags* flags) {
-  model::JobSpec& s = flags->f.job;
   cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
-      "replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
-      "cpu", po::value(&s.cpu), "per replica, millicores")("memory", po::value(&s.memory),
-                                                           "per replica, MiB")(
-      "priority", po::value(&s.priority), "0-100")("env", po::value(&flags->envs)->composing(),
-                                                   "KEY=VALUE (repeatable)")(
-      "constraint", po::value(&flags->constraints)->composing(), "KEY=VALUE (repeatable)");
+      "replicas", po::value(&flags->f.replicas), "service: copies to keep running");
+  // A formation's template is a whole job: every flag of `run` that says how
+  // a job runs says it for each replica.
+  AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
   cmd.Positional("args", &flags->pos);
 }
 

@@ -90,8 +90,10 @@ constexpr db::Statement kScale{"cli_scale", "select pgfleet.scale($1, $2)"};
 constexpr db::Statement kCreateFormation{
     "cli_create_formation",
     "insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,"
-    "                                constraints, priority)"
-    " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9)"
+    "                                constraints, priority, rootfs, run_as, network, pids_max,"
+    "                                cpu_hard_limit, stop_grace_seconds)"
+    " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,"
+    "         $12, $13, $14, $15)"
     " returning id"};
 
 // --- helpers ---
@@ -242,8 +244,9 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
   return db::Exec1(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
-                   json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(),
-                   s.priority)["id"]
+                   json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
+                   NullIfEmpty(s.rootfs), NullIfEmpty(s.user), s.network, s.pids_max,
+                   s.cpu_hard_limit, s.stop_grace_seconds)["id"]
       .as<int>();
 }
 

@@ -127,8 +127,8 @@ struct NewFormation {
   std::string name;
   std::string kind = "batch";  // or "service"
   int replicas = 0;
-  // The jobs' template: cpu, memory, env, constraints, priority, and command
-  // (empty = none, stored as null).
+  // The replicas' template: every field of a job that says how it runs
+  // (pgfleet.template_columns()); command empty = none, stored as null.
   model::JobSpec job;
 };
 // Inserts into pgfleet.formations; returns the new formation's id.

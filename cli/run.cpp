@@ -24,23 +24,11 @@ struct RunRequest {
 void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs,
                    std::vector<std::string>* constraints) {
   model::JobSpec& s = req->spec;
-  cmd.Options()("formation", po::value(&s.formation), "formation (default: default)")(
-      "cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
-      "memory", po::value(&s.memory), "memory limit in MiB (default 64)")(
-      "constraint", po::value(constraints)->composing(),
-      "host label KEY=VALUE required (repeatable)")("env", po::value(envs)->composing(),
-                                                    "environment KEY=VALUE (repeatable)")(
-      "priority", po::value(&s.priority), "0-100 (default 50)")(
-      "max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
+  cmd.Options()("formation", po::value(&s.formation), "formation (default: default)");
+  AddJobTemplateOptions(cmd, &s, envs, constraints);
+  cmd.Options()("max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
       "idempotency-key", po::value(&req->idempotency_key),
       "submitting twice with one key creates one job")(
-      "rootfs", po::value(&s.rootfs), "container root filesystem (directory or name)")(
-      "user", po::value(&s.user), "user to run as (container default: nobody)")(
-      "network", po::value(&s.network), "host (default) or none")(
-      "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
-      "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
-      "stop-grace", po::value(&s.stop_grace_seconds),
-      "seconds from SIGTERM to SIGKILL (default 10)")(
       "wait", po::bool_switch(&req->wait), "stream the output and exit with the job's exit code");
 }
 

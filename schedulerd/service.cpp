@@ -2,14 +2,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "core/placement/reconcile.h"
 
 namespace pgfleet::schedulerd {
+namespace {
+
+// Most replicas one formation pass creates.
+constexpr int kMaxReplicasPerPass = 500;
+
+}  // namespace
 
 void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& formation, int replicas,
                        metrics::Registry& metrics) {
   auto live = store::LiveReplicas(tx, formation.name);
   auto result = placement::ReconcileService(replicas, live);
+  // Bounded per pass, so a huge replica count never becomes one giant insert
+  // that holds the formation's lock (and the scheduler) for long; the next
+  // pass creates the rest.
+  result.to_create = std::min(result.to_create, kMaxReplicasPerPass);
   if (result.to_create > 0) store::CreateReplicas(tx, formation.id, result.to_create);
   if (!result.to_stop.empty()) {
     // Stopping what remains wanted after the creations is a scale-down;

@@ -75,9 +75,7 @@ constexpr db::Statement kLiveReplicas{
 
 constexpr db::Statement kCreateReplicas{
     "schedulerd_create_replicas",
-    "insert into pgfleet.jobs (formation, command, env, cpu, memory, constraints, priority)"
-    " select f.name, f.command, f.env, f.cpu, f.memory, f.constraints, f.priority"
-    "   from pgfleet.formations f, generate_series(1, $2) where f.id = $1"};
+    "select pgfleet.create_replicas($1, $2) as created"};
 
 constexpr db::Statement kStopJobs{"schedulerd_stop_jobs",
                                   "select pgfleet.stop_jobs($1::bigint[], $2)"};
@@ -236,8 +234,8 @@ std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
   return out;
 }
 
-void CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count) {
-  db::Exec0(tx, kCreateReplicas, formation_id, count);
+int CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count) {
+  return db::Exec1(tx, kCreateReplicas, formation_id, count)["created"].as<int>();
 }
 
 void StopJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& job_ids,

@@ -87,8 +87,9 @@ void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::
 // running with desired_state 'run').
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
                                                  const std::string& formation);
-// Inserts `count` new replicas from the formation's template.
-void CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);
+// Inserts `count` new replicas from the formation's whole job template
+// (pgfleet.create_replicas); returns how many were made.
+int CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);
 // pgfleet.stop_jobs: asks for the jobs to stop, with the reason recorded.
 void StopJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& job_ids,
               const std::string& reason);

@@ -196,6 +196,34 @@ TEST(CliQueriesTest, FormationWithoutCommandStoresNullAndScales) {
   EXPECT_EQ(0, cli::ClusterSummary(read)["hosts_total"]);
 }
 
+TEST(CliQueriesTest, FormationTemplateCarriesEveryRunFieldToItsReplicas) {
+  TestDatabase db;
+  auto conn = CliConnection(db);
+  cli::NewFormation web;
+  web.name = "web";
+  web.kind = "service";
+  web.job.command = {"./server"};
+  web.job.rootfs = "busybox";
+  web.job.user = "daemon";
+  web.job.network = "none";
+  web.job.pids_max = 33;
+  web.job.cpu_hard_limit = true;
+  web.job.stop_grace_seconds = 2;
+  int id;
+  {
+    pqxx::work tx(*conn);
+    id = cli::CreateFormation(tx, web);
+    tx.commit();
+  }
+  EXPECT_EQ("busybox daemon none 33 t 2",
+            db.Scalar("select concat_ws(' ', rootfs, run_as, network, pids_max, cpu_hard_limit, "
+                      "stop_grace_seconds) from pgfleet.formations where name = 'web'"));
+  EXPECT_EQ("1", db.Scalar("select pgfleet.create_replicas(" + std::to_string(id) + ", 1)"));
+  EXPECT_EQ("busybox daemon none 33 t 2",
+            db.Scalar("select concat_ws(' ', rootfs, run_as, network, pids_max, cpu_hard_limit, "
+                      "stop_grace_seconds) from pgfleet.jobs where formation = 'web'"));
+}
+
 TEST(CliQueriesTest, HostsShowLateHeartbeatsAndDrainSetsTheState) {
   TestDatabase db;
   auto conn = CliConnection(db);
