@@ -89,7 +89,9 @@ TEST(Constants, JobColumnDefaultsEqualTheCppJobSpecDefaults) {
       ++template_columns;
     }
   }
-  EXPECT_EQ(template_columns, 5);  // cpu, memory, env, constraints, priority
+  // cpu, memory, env, constraints, priority, network, pids_max, cpu_hard_limit,
+  // stop_grace_seconds (rootfs and run_as have no default: null)
+  EXPECT_EQ(template_columns, 9);
 }
 
 }  // namespace
