@@ -27,6 +27,7 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
 
 void Agent::NoteContact(int64_t sent_boottime_ns) {
   last_contact_ = sent_boottime_ns;
+  if (config_.data_dir.empty()) return;  // no lease file (hollow hosts)
   if (!lease_.Write(sent_boottime_ns)) {
     spdlog::warn("host={} cannot write {}/{}: shims may fence their jobs early", config_.id,
                  config_.data_dir, kLeaseFile);
@@ -49,6 +50,7 @@ void Agent::Enqueue(model::Report report) {
     wake_ = true;
   }
   cv_.notify_one();
+  if (waker_) waker_();
 }
 
 void Agent::Wake() {
@@ -57,6 +59,14 @@ void Agent::Wake() {
     wake_ = true;
   }
   cv_.notify_one();
+  if (waker_) waker_();
+}
+
+bool Agent::TakeWake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool was = wake_;
+  wake_ = false;
+  return was;
 }
 
 void Agent::Register(pqxx::connection& conn) {
@@ -205,117 +215,137 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   }
 }
 
-void Agent::Watchdog(const std::atomic<bool>& stop) {
-  bool fenced = false;
-  std::string reason;
-  const int64_t started = BootTimeNs();
-  while (!stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    auto ttl = std::chrono::milliseconds(ttl_ms_.load());
-    auto silent = std::chrono::nanoseconds(BootTimeNs() - last_contact_.load());
-    bool overdue = silent > SelfFenceAfter(ttl);
-    // A hostd restarted after the lease ran out tries the database once
-    // before fencing what it re-attached to: if it gets through, the
-    // reconcile kills exactly the attempts that were superseded meanwhile.
-    // (Bounded: a first try that hangs does not delay the fence past one more lease.)
-    if (overdue && !first_try_done_ &&
-        std::chrono::nanoseconds(BootTimeNs() - started) < SelfFenceAfter(ttl)) {
-      continue;
-    }
-    if (overdue && !fenced) {
-      fenced = true;
-      reregister_ = true;  // schedulers may have declared us lost: come back as a new generation
-      reason =
-          fmt::format("hostd self-fenced: no successful heartbeat for {:.1f} s (host TTL {:.1f} s)",
-                      std::chrono::duration<double>(silent).count(), ttl.count() / 1000.0);
-      size_t n = supervisor_->Fence(reason);
-      metrics_.Add("pgfleet_host_self_fences_total", 1);
-      spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
-                    config_.id, reason, n);
-    } else if (overdue) {
-      supervisor_->Fence(reason);  // anything that started meanwhile (no log: same state)
-    } else if (fenced) {
-      fenced = false;
-      supervisor_->Unfence();
-      spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", config_.id);
-    }
+void Agent::WatchdogTick() {
+  auto ttl = std::chrono::milliseconds(ttl_ms_.load());
+  auto silent = std::chrono::nanoseconds(BootTimeNs() - last_contact_.load());
+  bool overdue = silent > SelfFenceAfter(ttl);
+  // A hostd restarted after the lease ran out tries the database once
+  // before fencing what it re-attached to: if it gets through, the
+  // reconcile kills exactly the attempts that were superseded meanwhile.
+  // (Bounded: a first try that hangs does not delay the fence past one more lease.)
+  if (overdue && !first_try_done_ &&
+      std::chrono::nanoseconds(BootTimeNs() - watchdog_started_ns_) < SelfFenceAfter(ttl)) {
+    return;
+  }
+  if (overdue && !fenced_) {
+    fenced_ = true;
+    reregister_ = true;  // schedulers may have declared us lost: come back as a new generation
+    fence_reason_ =
+        fmt::format("hostd self-fenced: no successful heartbeat for {:.1f} s (host TTL {:.1f} s)",
+                    std::chrono::duration<double>(silent).count(), ttl.count() / 1000.0);
+    size_t n = supervisor_->Fence(fence_reason_);
+    metrics_.Add("pgfleet_host_self_fences_total", 1);
+    spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
+                  config_.id, fence_reason_, n);
+  } else if (overdue) {
+    supervisor_->Fence(fence_reason_);  // anything that started meanwhile (no log: same state)
+  } else if (fenced_) {
+    fenced_ = false;
+    supervisor_->Unfence();
+    spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", config_.id);
   }
 }
 
-void Agent::Run(const std::atomic<bool>& stop) {
+void Agent::BeginLease() {
   // The lease continues from the previous hostd's last heartbeat: restarting
   // never extends it. A first start begins it now.
-  if (auto lease = ReadLease(config_.data_dir)) {
+  std::optional<int64_t> lease;
+  if (!config_.data_dir.empty()) lease = ReadLease(config_.data_dir);
+  if (lease) {
     last_contact_ = *lease;
   } else {
     NoteContact(BootTimeNs());
   }
   SetTtl(ttl_ms_.load());
+  watchdog_started_ns_ = BootTimeNs();
+}
+
+Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
+  if (reregister_.exchange(false)) registered_ = false;
+  if (!registered_) {
+    Register(conn);
+    first_try_done_ = true;
+    force_reconcile_ = true;
+    last_heartbeat_ = Clock::now();
+  }
+  while (Flush(conn)) {
+  }
+  auto now = Clock::now();
+  if (now - last_heartbeat_ >= config_.heartbeat_interval) {
+    Heartbeat(conn);
+    last_heartbeat_ = now;
+    if (!registered_) return now;  // register again at once
+  }
+  // Flush again before reconciling so the database reflects what we know.
+  while (Flush(conn)) {
+  }
+  if (force_reconcile_ || now - last_reconcile_ >= config_.reconcile_interval) {
+    Reconcile(conn);
+    force_reconcile_ = false;
+    last_reconcile_ = Clock::now();
+  }
+  if (!last_error_.empty()) {
+    spdlog::info("host={} database steps succeed again", config_.id);
+    last_error_.clear();
+  }
+  return std::min(last_heartbeat_ + config_.heartbeat_interval,
+                  last_reconcile_ + config_.reconcile_interval);
+}
+
+void Agent::NoteStepFailed(const std::exception* e) {
+  first_try_done_ = true;
+  if (!e) return;
+  if (last_error_ != e->what()) {  // once per distinct failure, not per retry
+    spdlog::error("host={} database step failed, retrying: {}", config_.id, e->what());
+    last_error_ = e->what();
+  }
+  metrics_.Add("pgfleet_host_db_errors_total", 1);
+}
+
+void Agent::FinalFlush(pqxx::connection& conn) {
+  try {
+    while (Flush(conn)) {
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
+  }
+}
+
+void Agent::Run(const std::atomic<bool>& stop) {
+  BeginLease();
   std::thread watchdog;
-  if (config_.self_fence) watchdog = std::thread([this, &stop] { Watchdog(stop); });
+  if (config_.self_fence) {
+    watchdog = std::thread([this, &stop] {
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        WatchdogTick();
+      }
+    });
+  }
   while (!stop) {
     pqxx::connection* conn = conn_.Get();
     if (!conn) {
-      first_try_done_ = true;
+      NoteStepFailed(nullptr);
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
     try {
-      bool force_reconcile = conn_.TakeReconnected();
-      if (reregister_.exchange(false)) registered_ = false;
-      if (!registered_) {
-        Register(*conn);
-        first_try_done_ = true;
-        force_reconcile = true;
-        last_heartbeat_ = Clock::now();
-      }
-      while (Flush(*conn)) {
-      }
-      auto now = Clock::now();
-      if (now - last_heartbeat_ >= config_.heartbeat_interval) {
-        Heartbeat(*conn);
-        last_heartbeat_ = now;
-        if (!registered_) continue;
-      }
-      // Flush again before reconciling so the database reflects what we know.
-      while (Flush(*conn)) {
-      }
-      if (force_reconcile || now - last_reconcile_ >= config_.reconcile_interval) {
-        Reconcile(*conn);
-        last_reconcile_ = Clock::now();
-      }
-      if (!last_error_.empty()) {
-        spdlog::info("host={} database steps succeed again", config_.id);
-        last_error_.clear();
-      }
+      if (conn_.TakeReconnected()) NoteReconnected();
+      auto next = Step(*conn);
       std::unique_lock<std::mutex> lock(mu_);
-      auto next = std::min(last_heartbeat_ + config_.heartbeat_interval,
-                           last_reconcile_ + config_.reconcile_interval);
       cv_.wait_until(lock, next, [&] { return wake_ || stop; });
       wake_ = false;
     } catch (const pqxx::broken_connection& e) {
-      first_try_done_ = true;
+      NoteStepFailed(nullptr);
       conn_.MarkBroken(e.what());
     } catch (const std::exception& e) {
-      first_try_done_ = true;
-      if (last_error_ != e.what()) {  // once per distinct failure, not per retry
-        spdlog::error("host={} database step failed, retrying: {}", config_.id, e.what());
-        last_error_ = e.what();
-      }
-      metrics_.Add("pgfleet_host_db_errors_total", 1);
+      NoteStepFailed(&e);
       if (!conn->is_open()) conn_.MarkBroken(e.what());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
-  if (pqxx::connection* conn = conn_.Get()) {
-    try {
-      while (Flush(*conn)) {
-      }
-    } catch (const std::exception& e) {
-      spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
-    }
-  }
+  if (pqxx::connection* conn = conn_.Get()) FinalFlush(*conn);
   if (watchdog.joinable()) watchdog.join();
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// hostd's link to the database, on one thread that owns the connection:
-// registration, heartbeats, batched job reports, and the periodic reconcile
-// against the jobs the database says this host runs. Hosts never LISTEN.
+// hostd's link to the database: registration, heartbeats, batched job
+// reports, and the periodic reconcile against the jobs the database says this
+// host runs. Hosts never LISTEN. The real hostd runs one agent with Run(), on
+// one thread that owns its connection; hollow hosts (hollow.h) drive many
+// agents over a few shared connections with Step() and WatchdogTick().
 //
 // Outages: while the database is unreachable, jobs keep running and reports
 // queue up in memory (in order); on reconnect hostd delivers them, then
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -31,6 +34,8 @@ namespace pgfleet::hostd {
 
 class Agent {
  public:
+  using Clock = std::chrono::steady_clock;
+  // config.data_dir empty: no lease file (hollow hosts).
   Agent(HostConfig config, metrics::Registry& metrics);
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
@@ -40,6 +45,30 @@ class Agent {
   // Asks for a reconcile soon (e.g. after a dispatch).
   void Wake();
 
+  // For a runner of many agents (hollow.h). Only one thread at a time calls
+  // Step, NoteReconnected, NoteStepFailed and FinalFlush of one agent (the
+  // thread owning `conn`); another calls WatchdogTick.
+  //
+  // Called (besides waking Run) whenever the agent has work: set before the start.
+  void SetWaker(std::function<void()> waker) { waker_ = std::move(waker); }
+  // Starts the lease clock and the fence timing; Run does it first.
+  void BeginLease();
+  // Does on conn whatever is due: register, deliver queued reports, heartbeat,
+  // reconcile. Returns when it next wants a step. Throws what the database throws.
+  Clock::time_point Step(pqxx::connection& conn);
+  // True (once) when Enqueue or Wake asked for a step since the last call.
+  bool TakeWake();
+  // The connection was reopened: the next step reconciles in full.
+  void NoteReconnected() { force_reconcile_ = true; }
+  // A step failed (or the database was unreachable: e == nullptr). Logs once
+  // per distinct error and counts it.
+  void NoteStepFailed(const std::exception* e);
+  // The fence watchdog's check (Run calls it every 100 ms): fences every job
+  // once no heartbeat succeeded for (almost) the host TTL, unfences after.
+  void WatchdogTick();
+  // Delivers what is still queued (at exit).
+  void FinalFlush(pqxx::connection& conn);
+
  private:
   void Register(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);
@@ -47,7 +76,6 @@ class Agent {
   void Reconcile(pqxx::connection& conn);
   // The reconcile's decision for one job the database assigns to this host.
   void ReconcileJob(const store::HostJob& job);
-  void Watchdog(const std::atomic<bool>& stop);
   void NoteContact(int64_t sent_boottime_ns);
   void SetTtl(int64_t ttl_ms);
 
@@ -60,7 +88,9 @@ class Agent {
   bool registered_ = false;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_reconcile_{};
-  std::string last_error_;  // logged once until a step succeeds again
+  bool force_reconcile_ = false;  // a reconcile is due whatever the interval
+  std::string last_error_;        // logged once until a step succeeds again
+  std::function<void()> waker_;
   // Fence watchdog state. last_contact_: CLOCK_BOOTTIME ns at which the last
   // successful heartbeat (or registration) was *sent*; mirrored in the lease file.
   std::atomic<int64_t> last_contact_{0};
@@ -69,6 +99,10 @@ class Agent {
   std::atomic<bool> reregister_{false};      // set by the watchdog after fencing
   std::atomic<bool> first_try_done_{false};  // the first database round has been tried
   bool ttl_warned_ = false;
+  // The watchdog's alone:
+  int64_t watchdog_started_ns_ = 0;
+  bool fenced_ = false;
+  std::string fence_reason_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "core/model/job_spec.h"
@@ -55,6 +56,9 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
   }
   return items;
 }
+
+// The job id of a route: its last capture (hollow hosts' routes capture the host first).
+std::string JobIdArg(const httplib::Request& req) { return req.matches[req.matches.size() - 1]; }
 
 bool ParseId(const std::string& s, int64_t* out) {
   if (s.empty() || s.size() > 18) return false;
@@ -136,14 +140,16 @@ void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Respo
     return;
   }
   // Each start waits for its shim's answer (a few ms, mostly the kernel
-  // setting up the job), so a batch is started a few at a time.
+  // setting up the job), so a batch is started a few at a time (sim starts
+  // take microseconds: one at a time).
   std::vector<json> results(items.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i; (i = next++) < items.size();) results[i] = StartOne(api, items[i]);
   };
   std::vector<std::thread> helpers;
-  for (size_t w = 1; w < std::min(items.size(), kParallelStarts); ++w) helpers.emplace_back(work);
+  size_t workers = api.supervisor.RunsProcesses() ? kParallelStarts : 1;
+  for (size_t w = 1; w < std::min(items.size(), workers); ++w) helpers.emplace_back(work);
   work();
   for (auto& t : helpers) t.join();
   api.metrics.Add("pgfleet_host_jobs_dispatched_total", static_cast<double>(items.size()));
@@ -160,7 +166,7 @@ void HandleListJobs(const Api& api, const httplib::Request&, httplib::Response& 
 // GET /v1/jobs/{id}
 void HandleGetJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
   int64_t id;
-  if (!ParseId(req.matches[1], &id)) {
+  if (!ParseId(JobIdArg(req), &id)) {
     return net::ErrorResponse(res, 400, "job id must be a positive integer");
   }
   auto info = api.supervisor.Latest(id);
@@ -173,7 +179,7 @@ void HandleGetJob(const Api& api, const httplib::Request& req, httplib::Response
 // POST /v1/jobs/{id}/stop
 void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
   int64_t id;
-  if (!ParseId(req.matches[1], &id)) {
+  if (!ParseId(JobIdArg(req), &id)) {
     return net::ErrorResponse(res, 400, "job id must be a positive integer");
   }
   int attempt;
@@ -225,7 +231,7 @@ void FollowLog(const Api& api, httplib::Response& res, int64_t id, int attempt, 
 // GET /v1/jobs/{id}/logs
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res) {
   int64_t id;
-  if (!ParseId(req.matches[1], &id)) {
+  if (!ParseId(JobIdArg(req), &id)) {
     return net::ErrorResponse(res, 400, "job id must be a positive integer");
   }
   int attempt, tail, follow;
@@ -237,6 +243,11 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
     return net::ErrorResponse(res, 400, e.what());
   }
   std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
+  if (path.empty() && !api.supervisor.RunsProcesses()) {
+    return net::ErrorResponse(res, 404,
+                              "no logs for job " + std::to_string(id) +
+                                  ": this host is simulated (driver sim), its jobs run no process");
+  }
   if (path.empty()) {
     return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
   }
@@ -258,10 +269,11 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
   FollowLog(api, res, id, attempt, path, first, initial.size());
 }
 
-// Every /v1 request needs the cluster token.
-httplib::Server::HandlerResponse CheckToken(const std::string& token, metrics::Registry& metrics,
-                                            const httplib::Request& req, httplib::Response& res) {
-  if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+// Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the cluster token.
+httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const std::string& token,
+                                            metrics::Registry& metrics, const httplib::Request& req,
+                                            httplib::Response& res) {
+  if (req.path.rfind(guarded, 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
   if (!net::Authorized(req, token)) {
     metrics.Add("pgfleet_host_api_unauthorized_total", 1);
     net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
@@ -292,28 +304,55 @@ void InstallErrorHandlers(httplib::Server& server) {
   });
 }
 
+using Handler = void (*)(const Api&, const httplib::Request&, httplib::Response&);
+
+// Installs the token check, error handlers and every route under `prefix`
+// (a regex; its captures come before the job id's); resolve finds the host
+// a request is for, or answers it itself and returns nullptr.
+void InstallRoutes(httplib::Server& server, const std::string& guarded, const std::string& prefix,
+                   std::function<const Api*(const httplib::Request&, httplib::Response&)> resolve,
+                   const std::string& token, metrics::Registry& metrics) {
+  server.set_payload_max_length(net::kMaxBodyBytes);
+  server.set_pre_routing_handler(
+      [guarded, token, &metrics](const httplib::Request& req, httplib::Response& res) {
+        return CheckToken(guarded, token, metrics, req, res);
+      });
+  InstallErrorHandlers(server);
+  auto route = [resolve](Handler handler) {
+    return [resolve, handler](const httplib::Request& req, httplib::Response& res) {
+      if (const Api* api = resolve(req, res)) handler(*api, req, res);
+    };
+  };
+  server.Post(prefix + "/v1/jobs", route(HandleStartJobs));
+  server.Get(prefix + "/v1/jobs", route(HandleListJobs));
+  server.Get(prefix + R"(/v1/jobs/([^/]+))", route(HandleGetJob));
+  server.Post(prefix + R"(/v1/jobs/([^/]+)/stop)", route(HandleStopJob));
+  server.Get(prefix + R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
+}
+
 }  // namespace
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
                 const std::string& token, metrics::Registry& metrics) {
-  server.set_payload_max_length(net::kMaxBodyBytes);
-  server.set_pre_routing_handler(
-      [token, &metrics](const httplib::Request& req, httplib::Response& res) {
-        return CheckToken(token, metrics, req, res);
-      });
-  InstallErrorHandlers(server);
   // The server outlives its handlers' calls; so do the objects Api refers to.
   auto api = std::make_shared<Api>(Api{supervisor, agent, metrics});
-  auto route = [api](void (*handler)(const Api&, const httplib::Request&, httplib::Response&)) {
-    return [api, handler](const httplib::Request& req, httplib::Response& res) {
-      handler(*api, req, res);
-    };
+  InstallRoutes(
+      server, "/v1/", "", [api](const httplib::Request&, httplib::Response&) { return api.get(); },
+      token, metrics);
+}
+
+void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHandle>& hosts,
+                     const std::string& token, metrics::Registry& metrics) {
+  auto apis = std::make_shared<std::map<std::string, Api>>();
+  for (const auto& [id, h] : hosts) apis->emplace(id, Api{*h.supervisor, *h.agent, metrics});
+  auto resolve = [apis](const httplib::Request& req, httplib::Response& res) -> const Api* {
+    auto it = apis->find(req.matches[1]);
+    if (it != apis->end()) return &it->second;
+    net::ErrorResponse(res, 404, "no host \"" + std::string(req.matches[1]) + "\" here");
+    return nullptr;
   };
-  server.Post("/v1/jobs", route(HandleStartJobs));
-  server.Get("/v1/jobs", route(HandleListJobs));
-  server.Get(R"(/v1/jobs/([^/]+))", route(HandleGetJob));
-  server.Post(R"(/v1/jobs/([^/]+)/stop)", route(HandleStopJob));
-  server.Get(R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
+  InstallRoutes(server, kHostsPathPrefix, std::string(kHostsPathPrefix) + "([^/]+)", resolve, token,
+                metrics);
 }
 
 }  // namespace pgfleet::hostd

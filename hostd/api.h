@@ -6,9 +6,13 @@
 //   POST /v1/jobs/{id}/stop        [?attempt=N] SIGTERM, grace, SIGKILL
 //   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1] output (stdout+stderr)
 // Bad requests get 4xx with {"error": "..."} naming the field; nothing is started.
+//
+// Hollow hosts (hollow.h) share one listener: host X's API is the same under
+// /hosts/X (POST /hosts/X/v1/jobs, ...); the token guards every /hosts/ path.
 
 #include <httplib.h>
 
+#include <map>
 #include <string>
 
 #include "core/net/http.h"
@@ -19,5 +23,16 @@ namespace pgfleet::hostd {
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
                 const std::string& token, metrics::Registry& metrics);
+
+inline constexpr const char* kHostsPathPrefix = "/hosts/";
+
+// One host behind a shared listener; both outlive the server.
+struct HostHandle {
+  Supervisor* supervisor = nullptr;
+  Agent* agent = nullptr;
+};
+// Serves each host of `hosts` (by id) under /hosts/<id>; other ids get 404.
+void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHandle>& hosts,
+                     const std::string& token, metrics::Registry& metrics);
 
 }  // namespace pgfleet::hostd

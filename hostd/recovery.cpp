@@ -88,12 +88,13 @@ bool MarkSettled(const std::string& dir, std::string* error) {
 
 Supervisor::RecoverSummary Supervisor::Recover() {
   RecoverSummary summary;
+  if (!runner_->RunsProcesses()) return summary;  // the sim runner leaves nothing behind
   std::vector<std::shared_ptr<Record>> finished;
   for (const FoundAttempt& found : UnsettledAttempts(options_.data_dir)) {
     auto rec = NewRecord(found.job_id, found.attempt);
     if (const auto& job = found.state.started) {
       rec->pid = job->job.pid;
-      rec->shim = job->shim;
+      rec->handle.shim = job->shim;
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
     }
     if (found.shim_alive) {
@@ -126,7 +127,7 @@ void Supervisor::Adopt(const std::shared_ptr<Record>& rec) {
     if (rec->pid > 0) sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
   spdlog::info("job={} attempt={} re-attached to running job pid={} shim={}", rec->job_id,
-               rec->attempt, rec->pid, rec->shim.pid);
+               rec->attempt, rec->pid, rec->handle.shim.pid);
   std::thread([this, rec] { Watch(rec); }).detach();
 }
 
@@ -138,7 +139,7 @@ void Supervisor::SettleFinished(const std::shared_ptr<Record>& rec, RecoverSumma
     std::lock_guard<std::mutex> lock(mu_);
     sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
-  Finish(rec);
+  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir));
   std::lock_guard<std::mutex> lock(mu_);
   if (rec->state == model::AttemptState::kLost) {
     ++summary->lost;

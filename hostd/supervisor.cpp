@@ -1,16 +1,13 @@
 #include "hostd/supervisor.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <thread>
 
 #include "core/util/text.h"
+#include "hostd/drivers/sim.h"
 #include "hostd/recovery.h"
+#include "hostd/shim_runner.h"
 
 namespace pgfleet::hostd {
 
@@ -38,13 +35,18 @@ JobInfo Supervisor::Record::Info() const {
   return JobInfo{job_id, attempt, pid, state, log_path, started, exit};
 }
 
-Supervisor::Supervisor(SupervisorOptions options, Sink sink)
-    : options_(std::move(options)),
-      sink_(std::move(sink)),
-      shims_({options_.shim_binary, options_.driver, options_.data_dir, options_.host_id,
-              options_.job_nofile, options_.start_timeout}) {
-  mkdir(attempt::JobsDir(options_.data_dir).c_str(), 0755);
+namespace {
+
+std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
+  if (o.driver == kSimDriver) return std::make_unique<SimRunner>();
+  return std::make_unique<ShimRunner>(ShimClientOptions{o.shim_binary, o.driver, o.data_dir,
+                                                        o.host_id, o.job_nofile, o.start_timeout});
 }
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options, Sink sink)
+    : options_(std::move(options)), sink_(std::move(sink)), runner_(MakeRunner(options_)) {}
 
 Supervisor::~Supervisor() {
   // Jobs keep running when hostd goes away (their shims are independent); only
@@ -58,8 +60,10 @@ std::shared_ptr<Supervisor::Record> Supervisor::NewRecord(int64_t job_id, int at
   auto rec = std::make_shared<Record>();
   rec->job_id = job_id;
   rec->attempt = attempt;
-  rec->dir = attempt::DirOf(options_.data_dir, job_id, attempt);
-  rec->log_path = rec->dir + "/" + attempt::kOutputFile;
+  if (runner_->RunsProcesses()) {  // the sim runner keeps nothing on disk
+    rec->dir = attempt::DirOf(options_.data_dir, job_id, attempt);
+    rec->log_path = rec->dir + "/" + attempt::kOutputFile;
+  }
   return rec;
 }
 
@@ -67,13 +71,8 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   rec->state = AttemptState::kStartFailed;
   rec->exit = ExitStatus{};
   rec->exit->error = error;
-  rec->finished_at = Clock::now();
-  // Recorded for a restarted hostd too (a first outcome the shim wrote wins).
-  attempt::Outcome o;
-  o.kind = model::ExitOutcome::kStartFailed;
-  o.status.error = error;
-  std::string ignored;
-  attempt::AppendRecord(rec->dir, attempt::ToJson(o), &ignored);
+  Ended(rec);
+  runner_->RecordStartFailed(rec->job_id, rec->attempt, error);
   rec->outcome_report = model::Report::StartFailed(rec->job_id, rec->attempt, error);
   sink_(*rec->outcome_report);
 }
@@ -85,9 +84,9 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
-    if (mkdir(rec->dir.c_str(), 0755) != 0) {
-      if (errno == EEXIST) return StartResult::kPreviousLife;
-      *error = "cannot create " + rec->dir + ": " + std::strerror(errno);
+    auto claim = runner_->ClaimAttempt(job_id, attempt, error);
+    if (claim != AttemptRunner::Claim::kClaimed) {
+      if (claim == AttemptRunner::Claim::kTaken) return StartResult::kPreviousLife;
       records_[{job_id, attempt}] = rec;
       FailRecord(rec, *error);
       return StartResult::kFailed;
@@ -99,25 +98,23 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
       return StartResult::kFailed;
     }
   }
-  // The job may write in its directory whatever user it runs as.
-  chmod(rec->dir.c_str(), 0777);
-  ShimClient::Started started;
-  bool ok = shims_.Start(rec->dir, ShimRequestFor(*rec), &started, error);
+  AttemptRunner::Started started;
+  bool ok = runner_->Start(ShimRequestFor(*rec), &started, error);
   std::lock_guard<std::mutex> lock(mu_);
   if (!ok) {
     spdlog::warn("job={} attempt={} start failed: {}", job_id, attempt, *error);
     FailRecord(rec, *error);
     return StartResult::kFailed;
   }
-  rec->shim = started.shim;
+  rec->handle = started;
   rec->pid = started.job_pid;
   spdlog::info("job={} attempt={} started pid={} shim={} driver={}", job_id, attempt, rec->pid,
-               rec->shim.pid, options_.driver);
+               rec->handle.shim.pid, options_.driver);
   if (fenced_) {
     rec->kill_reason = fence_reason_;
     rec->pending_stop = 2;
   }
-  std::thread([this, rec] { Watch(rec); }).detach();
+  runner_->Await(job_id, attempt, [this, rec](attempt::Outcome o) { Finish(rec, o); });
   Running(rec);
   return StartResult::kStarted;
 }
@@ -136,6 +133,7 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
 
 void Supervisor::Running(const std::shared_ptr<Record>& rec) {
   rec->state = AttemptState::kRunning;
+  rec->ran = true;
   sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   if (rec->pending_stop) StopRecord(rec, rec->spec.stop_grace_seconds, rec->pending_stop == 2);
 }
@@ -147,7 +145,7 @@ void Supervisor::Watch(std::shared_ptr<Record> rec) {
     if (auto job = attempt::ReadState(rec->dir).started) {
       std::lock_guard<std::mutex> lock(mu_);
       rec->pid = job->job.pid;
-      rec->shim = job->shim;
+      rec->handle.shim = job->shim;
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
       Running(rec);
       break;
@@ -156,7 +154,7 @@ void Supervisor::Watch(std::shared_ptr<Record> rec) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   attempt::WaitShimGone(rec->dir);
-  Finish(rec);
+  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir));
 }
 
 model::Report Supervisor::OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
@@ -172,14 +170,13 @@ model::Report Supervisor::OutcomeReport(const Record& rec, const attempt::Outcom
     r.oom_killed = st.oom_killed;
     r.peak_memory_bytes = st.peak_memory_bytes;
     r.cpu_seconds = st.cpu_seconds;
-    r.output_tail = util::TailOfFile(rec.log_path, kOutputTailBytes);
+    r.output_tail = runner_->OutputTail(rec.job_id, rec.attempt);
   }
   r.error = error.empty() ? std::string() : util::SanitizeUtf8(error);
   return r;
 }
 
-void Supervisor::Finish(const std::shared_ptr<Record>& rec) {
-  auto outcome = FinalOutcome(rec->job_id, rec->attempt, rec->dir);
+void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outcome& outcome) {
   const ExitStatus& st = outcome.status;
   const bool exited = outcome.kind == model::ExitOutcome::kExited;
   std::string error = st.error;
@@ -193,7 +190,7 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec) {
     rec->exit = st;
     rec->exit->error = error;
     rec->state = model::StateAfter(outcome.kind);
-    rec->finished_at = Clock::now();
+    Ended(rec);
     rec->outcome_report = report;
     sink_(std::move(report));
     Prune();
@@ -219,12 +216,12 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
   std::thread([this, rec, grace_seconds, immediate] {
     if (!immediate) {
       std::unique_lock<std::mutex> lock(mu_);
-      ShimClient::Signal(rec->shim, attempt::kStopSignal);
+      Signal(*rec, attempt::kStopSignal);
       cv_.wait_for(lock, std::chrono::seconds(grace_seconds),
                    [&] { return rec->exit.has_value(); });
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (!rec->exit) ShimClient::Signal(rec->shim, attempt::kKillSignal);
+    if (!rec->exit) Signal(*rec, attempt::kKillSignal);
     --threads_;
     cv_.notify_all();
   }).detach();
@@ -240,7 +237,10 @@ bool Supervisor::Stop(int64_t job_id, int attempt) {
     if (attempt == 0) return false;
     // Not started here (the dispatch may still be on its way): make sure it never starts.
     auto r = NewRecord(job_id, attempt);
-    if (mkdir(r->dir.c_str(), 0755) != 0) return false;
+    std::string error;
+    if (runner_->ClaimAttempt(job_id, attempt, &error) != AttemptRunner::Claim::kClaimed) {
+      return false;
+    }
     records_[{job_id, attempt}] = r;
     FailRecord(r, "stopped before it started");
     return true;
@@ -259,7 +259,7 @@ void Supervisor::Kill(int64_t job_id, int attempt) {
   if (!model::IsLive(rec->state)) return;
   spdlog::warn("job={} attempt={} superseded: killing it (pid={})", job_id, attempt, rec->pid);
   if (rec->state == AttemptState::kStopping) {
-    ShimClient::Signal(rec->shim, attempt::kKillSignal);
+    Signal(*rec, attempt::kKillSignal);
   } else {
     StopRecord(rec, 0, true);
   }
@@ -286,7 +286,7 @@ std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
       "rejected): reporting its outcome again",
       job_id, attempt);
   std::vector<model::Report> out;
-  if (rec->pid > 0) out.push_back(model::Report::Running(job_id, attempt, rec->pid));
+  if (rec->pid > 0 || rec->ran) out.push_back(model::Report::Running(job_id, attempt, rec->pid));
   out.push_back(*rec->outcome_report);
   return out;
 }
@@ -303,7 +303,7 @@ size_t Supervisor::Fence(const std::string& reason) {
     if (rec->state == AttemptState::kStarting) {
       rec->pending_stop = 2;  // Running() kills it once the shim has answered
     } else {
-      ShimClient::Signal(rec->shim, attempt::kKillSignal);
+      Signal(*rec, attempt::kKillSignal);
     }
     ++n;
   }
@@ -317,10 +317,7 @@ void Supervisor::Unfence() {
 }
 
 void Supervisor::MarkReported(int64_t job_id, int attempt) {
-  std::string error;
-  if (!MarkSettled(attempt::DirOf(options_.data_dir, job_id, attempt), &error)) {
-    spdlog::warn("job={} attempt={} cannot mark reported: {}", job_id, attempt, error);
-  }
+  runner_->MarkReported(job_id, attempt);
 }
 
 bool Supervisor::Known(int64_t job_id, int attempt) const {
@@ -351,11 +348,7 @@ std::optional<JobInfo> Supervisor::Latest(int64_t job_id) const {
 }
 
 std::string Supervisor::LogPath(int64_t job_id, int attempt) const {
-  // Latest attempt on disk: also after a hostd restart, logs outlive the job.
-  if (attempt <= 0) attempt = LatestAttemptOnDisk(options_.data_dir, job_id);
-  if (attempt <= 0) return "";
-  std::string p = attempt::DirOf(options_.data_dir, job_id, attempt) + "/" + attempt::kOutputFile;
-  return attempt::FileExists(p) ? p : "";
+  return runner_->LogPath(job_id, attempt);
 }
 
 std::vector<std::pair<int64_t, int>> Supervisor::LiveStartedBefore(Clock::time_point t) const {
@@ -374,16 +367,22 @@ size_t Supervisor::LiveCount() const {
   return n;
 }
 
+void Supervisor::Ended(const std::shared_ptr<Record>& rec) {
+  rec->finished_at = Clock::now();
+  finished_.emplace_back(rec->job_id, rec->attempt);
+}
+
 void Supervisor::Prune() {
-  // Forget finished attempts after an hour (their directories stay, so they
-  // can never start again and their logs remain).
-  auto cutoff = Clock::now() - std::chrono::hours(1);
-  for (auto it = records_.begin(); it != records_.end();) {
-    if (it->second->exit && it->second->finished_at < cutoff) {
-      it = records_.erase(it);
-    } else {
-      ++it;
+  // Forget finished attempts after keep_finished (their claims stay, so they
+  // can never start again, and so do the shim runner's logs).
+  auto cutoff = Clock::now() - options_.keep_finished;
+  while (!finished_.empty()) {
+    auto it = records_.find(finished_.front());
+    if (it != records_.end() && it->second->exit) {
+      if (it->second->finished_at >= cutoff) break;
+      records_.erase(it);
     }
+    finished_.pop_front();
   }
 }
 

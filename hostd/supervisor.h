@@ -1,14 +1,17 @@
 #pragma once
 // hostd's supervisor: the state machine of every attempt this host runs. It
-// starts each (job, attempt) at most once, each under its own shim process
-// (shim.h, started through shim_client.h) that runs the job through the
-// driver; waits for the outcome, applies the stop policy (SIGTERM, grace,
-// SIGKILL), and hands every state change to a report sink as a
+// starts each (job, attempt) at most once through an attempt runner
+// (attempt_runner.h), waits for the outcome, applies the stop policy (SIGTERM,
+// grace, SIGKILL), and hands every state change to a report sink as a
 // model::Report. Driver-agnostic.
 //
-// At most once: an attempt's directory <data_dir>/jobs/<job>-<attempt> is
-// created with mkdir before the start, so neither a second dispatch nor a
-// restarted hostd can start the same attempt again.
+// The runner is the shim runner (shim_runner.h: each attempt under its own
+// shim process, which runs the job through the driver), or for driver "sim"
+// the sim runner (drivers/sim.h: no process, nothing on disk).
+//
+// At most once: the runner claims (job, attempt) before the start; the shim
+// runner's claim is the mkdir of <data_dir>/jobs/<job>-<attempt>, so neither a
+// second dispatch nor a restarted hostd can start the same attempt again.
 //
 // Jobs outlive hostd: shims run in their own sessions and keep running (and
 // recording) when hostd exits or is killed. Recover() (recovery.h) re-attaches
@@ -16,14 +19,15 @@
 // protocol, docs/failures-hostd.md the operator's view).
 //
 // Every public method is thread-safe (the API's threads, the agent's thread,
-// the fence watchdog and one watcher thread per attempt call them). The sink
-// is called with the supervisor's lock held, so it must not call back into
-// the supervisor; Agent::Enqueue only queues.
+// the fence watchdog and the runner's threads call them). The sink is called
+// with the supervisor's lock held, so it must not call back into the
+// supervisor; Agent::Enqueue only queues.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,8 +40,8 @@
 #include "core/model/report.h"
 #include "core/model/states.h"
 #include "hostd/attempt_dir.h"
+#include "hostd/attempt_runner.h"
 #include "hostd/drivers/driver.h"
-#include "hostd/shim_client.h"
 
 namespace pgfleet::hostd {
 
@@ -62,7 +66,9 @@ struct JobInfo {
 struct SupervisorOptions {
   std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
   std::string host_id;
-  std::string driver = "process";  // what each shim runs the job with ("process", "container")
+  // What each shim runs the job with ("process", "container"), or "sim"
+  // (drivers/sim.h: no shim; data_dir, shim_binary and job_nofile unused).
+  std::string driver = "process";
   // The pgfleet-hostd executable, started once as the shim launcher
   // (shim_launcher.h); hostd passes /proc/self/exe (itself, also after its
   // file was replaced by an upgrade).
@@ -72,6 +78,9 @@ struct SupervisorOptions {
   uint64_t job_nofile = 0;
   // How long Start() waits for the shim's answer ("ok <pid>" or "fail <message>").
   std::chrono::milliseconds start_timeout{20000};
+  // How long a finished attempt stays in memory (List, Known, Replay). Its
+  // claim stays (attempt_runner.h): it never starts again either way.
+  std::chrono::milliseconds keep_finished = std::chrono::hours(1);
 };
 
 class Supervisor {
@@ -129,6 +138,8 @@ class Supervisor {
   std::optional<JobInfo> Latest(int64_t job_id) const;
   // Log file of the attempt (0 = latest found on disk); empty if none.
   std::string LogPath(int64_t job_id, int attempt) const;
+  // False for the sim driver: its jobs run no process and have no output.
+  bool RunsProcesses() const { return runner_->RunsProcesses(); }
   // Live attempts started (or adopted) before t (for the reconcile's superseded check).
   std::vector<std::pair<int64_t, int>> LiveStartedBefore(
       std::chrono::steady_clock::time_point t) const;
@@ -143,8 +154,8 @@ class Supervisor {
     model::JobSpec spec;
     std::string dir;
     std::string log_path;
-    attempt::ProcessId shim;  // who to signal; set once the shim answered
-    pid_t pid = 0;            // the job's main process
+    AttemptRunner::Started handle;  // who to signal; set once the runner started it
+    pid_t pid = 0;                  // the job's main process
     model::AttemptState state = model::AttemptState::kStarting;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point finished_at{};
@@ -154,6 +165,7 @@ class Supervisor {
     bool kill_sent = false;
     std::optional<model::Report> outcome_report;  // the final report, as sent
     bool rejected = false;  // the database rejected a report of it (see Replay)
+    bool ran = false;       // reported running by this hostd
     JobInfo Info() const;
   };
   using Key = std::pair<int64_t, int>;
@@ -161,27 +173,35 @@ class Supervisor {
   attempt::ShimRequest ShimRequestFor(const Record& rec) const;
   // The shim's "running": marks rec running, reports it, applies a pending stop. mu_ held.
   void Running(const std::shared_ptr<Record>& rec);
+  // The shim of an adopted attempt: learns its pid if need be, waits for the end.
   void Watch(std::shared_ptr<Record> rec);
-  void Finish(const std::shared_ptr<Record>& rec);
+  void Finish(const std::shared_ptr<Record>& rec, const attempt::Outcome& outcome);
+  void Signal(const Record& rec, int shim_signal) {  // mu_ held
+    runner_->Signal(rec.job_id, rec.attempt, rec.handle, shim_signal);
+  }
   model::Report OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
                               const std::string& error) const;
   void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);    // mu_ held
   void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);  // mu_ held
-  void Prune();                                                                     // mu_ held
+  void Ended(const std::shared_ptr<Record>& rec);  // mu_ held: rec->exit was just set
+  void Prune();                                    // mu_ held
   // Recover()'s steps (recovery.cpp).
   void Adopt(const std::shared_ptr<Record>& rec);
   void SettleFinished(const std::shared_ptr<Record>& rec, RecoverSummary* summary);
 
   const SupervisorOptions options_;
   const Sink sink_;
-  ShimClient shims_;
   std::atomic<int64_t> fence_after_ms_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;                      // signalled when an attempt ends
   std::map<Key, std::shared_ptr<Record>> records_;  // guarded by mu_
+  std::deque<Key> finished_;                        // guarded by mu_: in the order they ended
   bool fenced_ = false;                             // guarded by mu_
   std::string fence_reason_;                        // guarded by mu_
   int threads_ = 0;                                 // guarded by mu_: stopper threads running
+  // Last, so it goes first: the sim runner's destructor waits for an end it
+  // is delivering, which still uses the members above.
+  const std::unique_ptr<AttemptRunner> runner_;
 };
 
 }  // namespace pgfleet::hostd

@@ -1,0 +1,25 @@
+#pragma once
+// A host's API as a client reaches it: a base URL may carry a path prefix,
+// because hollow hosts (hostd/hollow.h) share one listener and each serves
+// its API under /hosts/<id>. The scheduler and the CLI call
+//   ep.client->Post(ep.prefix + "/v1/jobs", ...)
+// for a real host (prefix "") and a hollow one alike.
+
+#include <httplib.h>
+
+#include <memory>
+#include <string>
+
+namespace pgfleet::net {
+
+struct Endpoint {
+  std::unique_ptr<httplib::Client> client;  // for http://host:port, token and timeouts set
+  std::string prefix;                       // "" or "/path" (no trailing slash)
+};
+
+// Accepts http://host[:port][/path] (a trailing slash is dropped; no query
+// or fragment). Throws std::invalid_argument naming the URL otherwise.
+Endpoint MakeEndpoint(const std::string& base_url, const std::string& token,
+                      int timeout_seconds = 5);
+
+}  // namespace pgfleet::net
