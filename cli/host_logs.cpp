@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "core/net/endpoint.h"
 #include "core/net/http.h"
 
 namespace pgfleet::cli {
@@ -10,10 +11,11 @@ bool StreamHostLogs(const std::string& api_url, const std::string& token, int64_
                     bool follow, int tail) {
   if (token.empty() || api_url.empty()) return false;
   try {
-    auto client = net::MakeClient(api_url, token, 5);
+    auto ep = net::MakeEndpoint(api_url, token, 5);
+    auto& client = ep.client;
     client->set_read_timeout(30, 0);
     std::string path =
-        "/v1/jobs/" + std::to_string(job) + "/logs?attempt=" + std::to_string(attempt);
+        ep.prefix + "/v1/jobs/" + std::to_string(job) + "/logs?attempt=" + std::to_string(attempt);
     if (follow) path += "&follow=1";
     if (tail >= 0) path += "&tail=" + std::to_string(tail);
     int status = 0;

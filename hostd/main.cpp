@@ -27,6 +27,8 @@
 #include "hostd/api.h"
 #include "hostd/drivers/container.h"
 #include "hostd/drivers/driver.h"
+#include "hostd/drivers/sim.h"
+#include "hostd/hollow.h"
 #include "hostd/shim.h"
 #include "hostd/shim_launcher.h"
 #include "hostd/supervisor.h"
@@ -79,6 +81,9 @@ struct HostdFlags {
   double heartbeat = 2.0, reconcile = 5.0;
   double host_ttl = pgfleet::hostd::kDefaultHostTtlMs / 1000.0;
   bool self_fence = true, shim_fence = false;
+  int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
+  std::string id_prefix = "sim-";
+  int db_connections = 4;
   std::vector<std::string> labels;
   std::map<std::string, std::string> label_map;
 };
@@ -87,8 +92,10 @@ pgfleet::daemon::DaemonInfo HostdInfo() {
   return {"pgfleet-hostd",
           "hostd",
           "pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
-          " [--driver container|process] [--cpu N] [--memory N] [--label k=v]... [--data-dir DIR]"
-          " [--host-ttl S] [--self-fence=true|false] [--self-fence-shims]",
+          " [--driver container|process|sim] [--cpu N] [--memory N] [--label k=v]..."
+          " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims]\n"
+          "       pgfleet-hostd --db DSN --token-file FILE --simulate N [--id-prefix P]"
+          " [--db-connections K] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
           "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
           "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)",
           "host id (required)",
@@ -98,7 +105,15 @@ pgfleet::daemon::DaemonInfo HostdInfo() {
 void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
   opts.add_options()("advertise", po::value(&f->advertise),
                      "URL schedulers use to reach this host (default http://<listen>)")(
-      "driver", po::value(&f->driver_name)->default_value("auto"), "container, process, or auto")(
+      "driver", po::value(&f->driver_name)->default_value("auto"),
+      "container, process, sim (jobs run no process: PGFLEET_SIM_SECONDS, PGFLEET_SIM_EXIT_CODE "
+      "in their env), or auto")(
+      "simulate", po::value(&f->simulate)->default_value(0),
+      "run N hollow hosts in this process (driver sim, ids <id-prefix>1..N, one listener: host "
+      "X's API under /hosts/X; docs/hollow-hosts.md)")(
+      "id-prefix", po::value(&f->id_prefix)->default_value("sim-"), "--simulate: host id prefix")(
+      "db-connections", po::value(&f->db_connections)->default_value(4),
+      "--simulate: database connections the hollow hosts share")(
       "cpu", po::value(&f->cpu)->default_value(0),
       "millicores offered (default: all cores x 1000)")(
       "memory", po::value(&f->memory)->default_value(0),
@@ -126,7 +141,11 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
 
 // Throws naming the flag, the value and the rule.
 void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
-  if (id.empty()) throw std::invalid_argument("--id is required");
+  if (f->simulate < 0)
+    throw std::invalid_argument("--simulate must be >= 0 (got " + std::to_string(f->simulate) + ")");
+  if (f->simulate > 0 && !id.empty())
+    throw std::invalid_argument("--id and --simulate exclude each other (use --id-prefix)");
+  if (id.empty() && f->simulate == 0) throw std::invalid_argument("--id is required");
   if (f->cpu < 0)
     throw std::invalid_argument("--cpu must be > 0 (got " + std::to_string(f->cpu) + ")");
   if (f->memory < 0)
@@ -160,8 +179,9 @@ std::optional<int> ResolveMachineDefaults(const pgfleet::daemon::Flags& flags, H
     std::string why;
     if (!pgfleet::hostd::ContainerDriverAvailable(&why))
       return flags.Usage("--driver container cannot run here: " + why);
-  } else if (f->driver_name != "process") {
-    return flags.Usage("--driver must be container or process (got \"" + f->driver_name + "\")");
+  } else if (f->driver_name != "process" && f->driver_name != pgfleet::hostd::kSimDriver) {
+    return flags.Usage("--driver must be container, process or sim (got \"" + f->driver_name +
+                       "\")");
   }
   if (f->driver_note.empty()) f->driver_note = "chosen with --driver " + f->driver_name;
   return std::nullopt;
@@ -187,6 +207,41 @@ pgfleet::hostd::HostConfig MakeHostConfig(const pgfleet::daemon::CommonFlags& co
   return config;
 }
 
+pgfleet::hostd::HollowOptions MakeHollowOptions(const pgfleet::daemon::CommonFlags& common,
+                                                const HostdFlags& f) {
+  pgfleet::hostd::HollowOptions o;
+  o.hosts = f.simulate;
+  o.id_prefix = f.id_prefix;
+  o.dsn = common.dsn;
+  o.token = common.token;
+  o.listen = common.listen;
+  o.advertise = f.advertise;
+  o.cpu = f.cpu > 0 ? f.cpu : o.cpu;
+  o.memory = f.memory > 0 ? f.memory : o.memory;
+  o.labels = f.label_map;
+  o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat * 1000));
+  o.reconcile_interval = std::chrono::milliseconds(static_cast<int64_t>(f.reconcile * 1000));
+  o.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
+  o.self_fence = f.self_fence;
+  o.db_connections = f.db_connections;
+  return o;
+}
+
+// `--simulate N`: hollow hosts instead of this machine's one host.
+int RunHollow(const pgfleet::daemon::Flags& flags, const HostdFlags& f) {
+  auto options = MakeHollowOptions(flags.common(), f);
+  try {
+    pgfleet::hostd::CheckHollowOptions(options);
+  } catch (const std::exception& e) {
+    return flags.Usage(e.what());
+  }
+  const auto& stop = pgfleet::daemon::InstallStopSignals();
+  pgfleet::metrics::Registry metrics;
+  int code = pgfleet::hostd::RunHollowHosts(options, metrics, stop);
+  spdlog::shutdown();
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +256,7 @@ int main(int argc, char** argv) {
   auto code = flags.Parse(
       argc, argv, [&](const po::variables_map&) { ValidateHostdFlags(flags.common().id, &f); });
   if (code) return *code;
+  if (f.simulate > 0) return RunHollow(flags, f);
   if (auto failed = ResolveMachineDefaults(flags, &f)) return *failed;
   const std::string& id = flags.common().id;
   const std::string& data_dir = f.data_dir;

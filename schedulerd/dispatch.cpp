@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "core/net/endpoint.h"
 #include "core/net/http.h"
 #include "schedulerd/store.h"
 
@@ -19,8 +20,8 @@ std::string Dispatcher::Send(const HostTarget& target) const {
   // Starting jobs takes the host a few ms each: allow for big batches.
   int timeout = timeout_seconds_ + static_cast<int>(target.jobs.size() / 50);
   try {
-    auto client = net::MakeClient(target.api_url, token_, timeout);
-    auto res = client->Post("/v1/jobs", body.dump(), "application/json");
+    auto ep = net::MakeEndpoint(target.api_url, token_, timeout);
+    auto res = ep.client->Post(ep.prefix + "/v1/jobs", body.dump(), "application/json");
     if (!res) return "no answer from " + target.api_url + ": " + httplib::to_string(res.error());
     if (res->status != 200)
       return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
@@ -69,8 +70,8 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
     std::string path =
         "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt);
     try {
-      auto client = net::MakeClient(s.api_url, token_, timeout_seconds_);
-      auto res = client->Post(path.c_str(), "", "application/json");
+      auto ep = net::MakeEndpoint(s.api_url, token_, timeout_seconds_);
+      auto res = ep.client->Post(ep.prefix + path, "", "application/json");
       if (!res || res->status >= 300) {
         spdlog::warn(
             "job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",
