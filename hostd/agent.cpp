@@ -95,10 +95,10 @@ void Agent::Register(pqxx::connection& conn) {
 
 void Agent::Heartbeat(pqxx::connection& conn) {
   int64_t sent = BootTimeNs();
-  pqxx::work tx(conn);
+  // One statement: autocommit saves the BEGIN and COMMIT round trips.
+  pqxx::nontransaction tx(conn);
   auto status =
       store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()));
-  tx.commit();
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
   if (!status) {
     spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
@@ -154,9 +154,8 @@ bool Agent::Flush(pqxx::connection& conn) {
 
 void Agent::Reconcile(pqxx::connection& conn) {
   auto snapshot_time = Clock::now();
-  pqxx::work tx(conn);
+  pqxx::nontransaction tx(conn);  // one read-only statement
   auto jobs = store::AssignedJobs(tx, config_.id);
-  tx.commit();
   std::set<std::pair<int64_t, int>> wanted;
   for (const auto& job : jobs) {
     wanted.insert({job.job, job.attempt});
