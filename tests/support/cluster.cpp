@@ -1,0 +1,201 @@
+// The servers and clusters of the tests: PrivatePostgres (a PostgreSQL of a
+// test's own) and Cluster (real daemons against a TestDatabase).
+#include "test_support.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "core/db/migrate.h"
+
+namespace pgfleet::testing {
+
+namespace {
+std::atomic<int> clusters{0};  // makes each cluster's token unique in the process
+}  // namespace
+
+static int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+static std::vector<std::string> AsOwner(std::vector<std::string> argv) {
+  if (getuid() != 0) return argv;
+  std::vector<std::string> out = {"/usr/sbin/runuser", "-u", "postgres", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen_(extra_listen) {
+  for (const char* d : {"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin"}) {
+    if (access((std::string(d) + "/initdb").c_str(), X_OK) == 0) {
+      bindir_ = d;
+      break;
+    }
+  }
+  if (bindir_.empty()) throw std::runtime_error("initdb not found");
+  if (getuid() == 0) {
+    if (chown(dir_.path().c_str(), 0, 0) != 0 || chmod(dir_.path().c_str(), 0777) != 0) {
+      throw std::runtime_error("cannot prepare " + dir_.path());
+    }
+  }
+  auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A",
+                        "trust", "-E", "UTF8", "--locale=C.UTF-8"}));
+  if (r.exit_code != 0) throw std::runtime_error("initdb failed: " + r.err);
+  if (!extra_listen_.empty()) {
+    // Clients on the test's own link (e.g. a hostd in the test's network namespace).
+    std::ofstream(dir_.path() + "/data/pg_hba.conf", std::ios::app)
+        << "host all all samenet trust\n";
+  }
+  port_ = FreeLoopbackPort();
+  admin_dsn_ = "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
+  Start();
+}
+
+PrivatePostgres::~PrivatePostgres() {
+  try {
+    PgCtl("stop");
+  } catch (const std::exception&) {
+  }
+}
+
+void PrivatePostgres::PgCtl(const std::string& action) {
+  std::vector<std::string> argv = {bindir_ + "/pg_ctl",
+                                   "-D",
+                                   dir_.path() + "/data",
+                                   "-l",
+                                   dir_.path() + "/server.log",
+                                   "-w",
+                                   "-t",
+                                   "60",
+                                   "-m",
+                                   "fast"};
+  if (action != "stop") {
+    argv.push_back("-o");
+    std::string listen = extra_listen_.empty() ? "127.0.0.1" : "127.0.0.1," + extra_listen_;
+    argv.push_back("-c listen_addresses=" + listen + " -p " + std::to_string(port_) + " -k " +
+                   dir_.path() + " -c fsync=off -c max_connections=200");
+  }
+  argv.push_back(action);
+  auto r = Run(AsOwner(argv));
+  if (r.exit_code != 0) throw std::runtime_error("pg_ctl " + action + " failed: " + r.err + r.out);
+}
+
+void PrivatePostgres::Stop() { PgCtl("stop"); }
+void PrivatePostgres::Start() { PgCtl("start"); }
+void PrivatePostgres::Restart() { PgCtl("restart"); }
+
+Cluster::Cluster(const TestDatabase& db) : db_(db) {
+  token_file_ = dir_.path() + "/token";
+  std::ofstream(token_file_) << "test-token-" << getpid() << "-" << clusters++ << "\n";
+}
+
+Cluster::~Cluster() {
+  // Jobs outlive hostd by design; a test must not leave its jobs behind.
+  try {
+    pqxx::connection c(db_.dsn());
+    pqxx::work tx(c);
+    for (const auto& r : tx.exec("select pid from pgfleet.jobs where pid is not null and state in "
+                                 "('assigned', 'running')")) {
+      pid_t pid = r[0].as<int>();
+      if (pid > 1) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  // Hosts first, then schedulers: reverse start order.
+  for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) (*it)->Stop(std::chrono::seconds(5));
+}
+
+Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"),
+                                   "--db",
+                                   db_.dsn(),
+                                   "--id",
+                                   id,
+                                   "--token-file",
+                                   token_file_,
+                                   "--tick",
+                                   "0.5"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
+  return *procs_.back();
+}
+
+Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
+                            std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"),
+                                   "--db",
+                                   db_.dsn(),
+                                   "--id",
+                                   id,
+                                   "--token-file",
+                                   token_file_,
+                                   "--cpu",
+                                   std::to_string(cpu),
+                                   "--memory",
+                                   std::to_string(memory),
+                                   "--data-dir",
+                                   dir_.path() + "/" + id,
+                                   "--heartbeat-interval",
+                                   "0.5",
+                                   "--reconcile-interval",
+                                   "1"};
+  bool has_driver = false;
+  for (const auto& e : extra) has_driver |= e == "--driver";
+  if (!has_driver) {
+    argv.push_back("--driver");
+    argv.push_back("process");
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
+  return *procs_.back();
+}
+
+bool Cluster::WaitHostsUp(int n, std::chrono::milliseconds timeout) {
+  return WaitFor(
+      [&] {
+        return db_.Count("select count(*) from pgfleet.host_status where state = 'up' and alive") >=
+               n;
+      },
+      timeout);
+}
+
+CommandResult Cluster::Cli(std::vector<std::string> args, std::chrono::seconds timeout) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, {"PGFLEET_DB=" + db_.dsn(), "PGFLEET_TOKEN_FILE=" + token_file_}, timeout);
+}
+
+std::string Cluster::Logs() const {
+  std::string out;
+  for (const auto& p : procs_) out += "----\n" + p->Log();
+  return out;
+}
+
+}  // namespace pgfleet::testing
