@@ -71,6 +71,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
 void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
                            std::vector<std::string>* constraints) {
   model::JobSpec& s = *spec;
+  s.network.clear();  // unless given, the database's default (pgfleet.default_network)
   cmd.Options()("cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
       "memory", po::value(&s.memory), "memory limit in MiB (default 64)")(
       "constraint", po::value(constraints)->composing(),
@@ -79,7 +80,8 @@ void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::
       "priority", po::value(&s.priority), "0-100 (default 50)")(
       "rootfs", po::value(&s.rootfs), "container root filesystem (directory or name)")(
       "user", po::value(&s.user), "user to run as (container default: nobody)")(
-      "network", po::value(&s.network), "host (default) or none")(
+      "network", po::value(&s.network),
+      "host or none (default: host for members of pgfleet_privileged, else none)")(
       "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
       "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
       "stop-grace", po::value(&s.stop_grace_seconds),
@@ -93,7 +95,11 @@ void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::s
     for (const auto& c : constraints) {
       spec->constraints.insert(model::ParseKeyValue("--constraint", c));
     }
-    model::Validate(*spec);
+    // An empty network means "the database's default"; the rest of the spec
+    // is checked as it stands.
+    model::JobSpec checked = *spec;
+    if (checked.network.empty()) checked.network = "none";
+    model::Validate(checked);
   } catch (const model::SpecError& e) {
     throw UsageError(e.what());
   }

@@ -1,6 +1,7 @@
 // pgfleet formation create | scale | list: managing formations (a service
 // keeps N replicas running; a batch formation groups jobs).
 
+#include <cctype>
 #include <iostream>
 
 #include "cli/command.h"
@@ -45,13 +46,16 @@ int List(pqxx::connection& conn, bool as_json) {
 // `formation scale NAME N`: N from its word; throws UsageError.
 int ParseReplicas(const std::vector<std::string>& pos) {
   if (pos.size() != 2) throw UsageError("expected: formation scale NAME N");
-  int n;
+  int n = 0;
+  size_t used = 0;
   try {
-    n = std::stoi(pos[1]);
+    n = std::stoi(pos[1], &used);
   } catch (const std::exception&) {
-    throw UsageError("replicas must be an integer (got \"" + pos[1] + "\")");
+    used = 0;
   }
-  if (n < 0) throw UsageError("replicas must be >= 0 (got " + pos[1] + ")");
+  // The whole word: "3x" is not 3.
+  if (used == 0 || used != pos[1].size() || !std::isdigit(static_cast<unsigned char>(pos[1][0])))
+    throw UsageError("replicas must be a whole number >= 0 (got \"" + pos[1] + "\")");
   return n;
 }
 

@@ -1,38 +1,76 @@
 #include "cli/host_logs.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "core/net/endpoint.h"
 #include "core/net/http.h"
 
 namespace pgfleet::cli {
 
-bool StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job, int attempt,
-                    bool follow, int tail) {
-  if (token.empty() || api_url.empty()) return false;
-  try {
-    auto ep = net::MakeEndpoint(api_url, token, 5);
-    auto& client = ep.client;
-    client->set_read_timeout(30, 0);
-    std::string path =
-        ep.prefix + "/v1/jobs/" + std::to_string(job) + "/logs?attempt=" + std::to_string(attempt);
-    if (follow) path += "&follow=1";
-    if (tail >= 0) path += "&tail=" + std::to_string(tail);
+namespace {
+
+// How long one read may wait for the host: a quiet job sends nothing, so a
+// follow reconnects (from the last byte) after this. PGFLEET_LOG_READ_TIMEOUT
+// (seconds) overrides it, e.g. for slow links, or tests.
+int ReadTimeoutSeconds() {
+  if (const char* v = std::getenv("PGFLEET_LOG_READ_TIMEOUT")) {
+    int s = std::atoi(v);
+    if (s > 0) return s;
+  }
+  return 30;
+}
+
+// A follow gives up when the host has not answered at all for this long.
+constexpr auto kGiveUpAfter = std::chrono::seconds(60);
+
+}  // namespace
+
+LogStream StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job,
+                         int attempt, bool follow, int tail) {
+  LogStream out;
+  if (token.empty() || api_url.empty()) return out;
+  auto last_answer = std::chrono::steady_clock::now();
+  while (true) {
     int status = 0;
-    auto res = client->Get(
-        path.c_str(),
-        [&](const httplib::Response& r) {
-          status = r.status;
-          return r.status == 200;
-        },
-        [&](const char* data, size_t len) {
-          std::cout.write(data, static_cast<std::streamsize>(len));
-          std::cout.flush();
-          return true;
-        });
-    return res && status == 200;
-  } catch (const std::exception&) {
-    return false;
+    try {
+      auto ep = net::MakeEndpoint(api_url, token, 5);
+      auto& client = ep.client;
+      client->set_read_timeout(ReadTimeoutSeconds(), 0);
+      std::string path = ep.prefix + "/v1/jobs/" + std::to_string(job) +
+                         "/logs?attempt=" + std::to_string(attempt);
+      if (follow) path += "&follow=1";
+      if (out.bytes > 0) {
+        path += "&offset=" + std::to_string(out.bytes);  // resume after what we have
+      } else if (tail >= 0) {
+        path += "&tail=" + std::to_string(tail);
+      }
+      auto res = client->Get(
+          path.c_str(),
+          [&](const httplib::Response& r) {
+            status = r.status;
+            last_answer = std::chrono::steady_clock::now();
+            return r.status == 200;
+          },
+          [&](const char* data, size_t len) {
+            std::cout.write(data, static_cast<std::streamsize>(len));
+            std::cout.flush();
+            out.bytes += len;
+            last_answer = std::chrono::steady_clock::now();
+            return true;
+          });
+      if (res && status == 200) {
+        out.ended = true;
+        return out;
+      }
+    } catch (const std::exception&) {
+    }
+    // Refused (no such attempt here, unauthorized), or not following: done.
+    if ((status != 0 && status != 200) || !follow) return out;
+    if (std::chrono::steady_clock::now() - last_answer > kGiveUpAfter) return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 

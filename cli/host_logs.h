@@ -9,12 +9,19 @@
 
 namespace pgfleet::cli {
 
+struct LogStream {
+  bool ended = false;  // the host sent the whole log (with follow: the attempt ended)
+  uint64_t bytes = 0;  // bytes copied to stdout
+};
+
 // Copies the attempt's output to stdout as it arrives; with follow, until the
-// attempt ends on the host. tail >= 0 asks for the last `tail` lines only.
-// Returns false when the host could not be asked or stopped answering (no
-// token or API URL, unreachable, a status other than 200); output already
-// copied stays printed.
-bool StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job, int attempt,
-                    bool follow, int tail);
+// attempt ends on the host, however long it stays quiet: a stream that breaks
+// off (a read timeout, a dropped connection) is resumed from the last byte,
+// until the host has not answered for kGiveUpAfter. tail >= 0 asks for the
+// last `tail` lines only. Not ended: the host could not be asked or stopped
+// answering (no token or API URL, unreachable, a status other than 200);
+// output already copied stays printed.
+LogStream StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job,
+                         int attempt, bool follow, int tail);
 
 }  // namespace pgfleet::cli

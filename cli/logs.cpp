@@ -27,7 +27,6 @@ int CmdLogs(const std::vector<std::string>& args) {
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);
   auto job = GetJobProgress(tx, id);
-  tx.commit();
   if (!job) {
     std::cerr << "pgfleet logs: job " << id << " does not exist\n";
     return kExitFailure;
@@ -38,7 +37,38 @@ int CmdLogs(const std::vector<std::string>& args) {
               << ")\n";
     return kExitFailure;
   }
-  if (StreamHostLogs(job->api_url, cmd.TokenOrEmpty(), id, a, follow, tail)) return kExitOk;
+  if (a > job->attempt) {
+    std::cerr << "pgfleet logs: job " << id << " has no attempt " << a << " (its attempts: 1"
+              << (job->attempt > 1 ? "-" + std::to_string(job->attempt) : "") << ")\n";
+    return kExitFailure;
+  }
+  if (a < job->attempt) {
+    // An earlier attempt: its log is on the host that ran it, which the
+    // events name; the database keeps the tail of the latest attempt only.
+    auto ran = GetAttemptHost(tx, id, a);
+    if (!ran) {
+      std::cerr << "pgfleet logs: job " << id << " has no record of where attempt " << a
+                << " ran (its events were pruned)\n";
+      return kExitFailure;
+    }
+    if (ran->api_url.empty()) {
+      std::cerr << "pgfleet logs: attempt " << a << " of job " << id << " ran on host "
+                << ran->host_id << ", which is no longer registered: its log is gone with it\n";
+      return kExitFailure;
+    }
+    job->host_id = ran->host_id;
+    job->api_url = ran->api_url;
+    job->output_tail.reset();  // the kept tail is the latest attempt's
+  }
+  tx.commit();
+  LogStream stream = StreamHostLogs(job->api_url, cmd.TokenOrEmpty(), id, a, follow, tail);
+  if (stream.ended) return kExitOk;
+  if (stream.bytes > 0) {
+    // Never print what was printed again: say where the output stopped.
+    std::cerr << "pgfleet logs: host " << job->host_id << " stopped answering after "
+              << stream.bytes << " bytes of job " << id << "'s output\n";
+    return kExitFailure;
+  }
   if (job->output_tail) {
     std::cerr << "pgfleet logs: host " << job->host_id << " not reachable (or no --token-file); "
               << "showing the last 4 KiB kept in the database\n";

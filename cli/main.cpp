@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <pqxx/pqxx>
+#include <string>
 
 #include "cli/command.h"
 
@@ -30,6 +32,22 @@ const char* kUsage =
     "  status                           cluster summary\n"
     "every command takes --db DSN (else $PGFLEET_DB, else PG* variables); listings take --json.\n"
     "exit codes: 0 success, 1 failure, 2 usage error\n";
+
+// What a database error says to a user: its message, detail and hint, not
+// the PL/pgSQL CONTEXT lines (where in our functions it was raised); and for
+// a database pgfleet was never set up in, what to do about it.
+std::string DatabaseError(const pqxx::sql_error& e) {
+  std::string text = e.what();
+  auto context = text.find("CONTEXT:");
+  if (context != std::string::npos) text.erase(context);
+  const std::string& state = e.sqlstate();
+  if ((state == "42P01" || state == "3F000" || state == "42883") &&
+      text.find("pgfleet") != std::string::npos) {
+    text += "this database has no pgfleet schema, or an older one: run `pgfleet migrate` first\n";
+  }
+  if (text.empty() || text.back() != '\n') text += '\n';
+  return text;
+}
 
 }  // namespace
 
@@ -63,7 +81,7 @@ int main(int argc, char** argv) {
     std::cerr << "pgfleet " << name << ": cannot connect to the database: " << e.what();
     return kExitFailure;
   } catch (const pqxx::sql_error& e) {
-    std::cerr << "pgfleet " << name << ": " << e.what();
+    std::cerr << "pgfleet " << name << ": " << DatabaseError(e);
     return kExitFailure;
   } catch (const std::exception& e) {
     std::cerr << "pgfleet " << name << ": " << e.what() << "\n";

@@ -25,8 +25,15 @@ constexpr db::Statement kJobProgress{
     "cli_job_progress",
     "select j.state, j.attempt, coalesce(j.host_id, '') as host_id,"
     "       coalesce(h.api_url, '') as api_url, j.exit_code, j.signal, j.output_tail, j.error"
-    "  from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id"
+    "  from pgfleet.visible_jobs j left join pgfleet.hosts h on h.id = j.host_id"
     " where j.id = $1"};
+
+constexpr db::Statement kAttemptHost{
+    "cli_attempt_host",
+    "select e.host_id, coalesce(h.api_url, '') as api_url"
+    "  from pgfleet.job_events e left join pgfleet.hosts h on h.id = e.host_id"
+    " where e.job_id = $1 and e.attempt = $2 and e.kind = 'assigned' and e.host_id is not null"
+    " order by e.id limit 1"};
 
 constexpr db::Statement kListJobs{
     "cli_list_jobs",
@@ -34,13 +41,14 @@ constexpr db::Statement kListJobs{
     "       j.memory, to_char(j.created_at, 'YYYY-MM-DD HH24:MI:SS') as created,"
     "       array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,"
     "       to_jsonb(j)::text as doc"
-    "  from pgfleet.jobs j"
+    "  from pgfleet.visible_jobs j"
     " where ($1::boolean or j.state in ('pending', 'assigned', 'running'))"
     "   and ($2::text = '' or j.formation = $2::text)"
     " order by j.id desc limit $3"};
 
 constexpr db::Statement kJobDocument{
-    "cli_job_document", "select to_jsonb(j)::text as doc from pgfleet.jobs j where j.id = $1"};
+    "cli_job_document",
+    "select to_jsonb(j)::text as doc from pgfleet.visible_jobs j where j.id = $1"};
 
 constexpr db::Statement kJobEvents{"cli_job_events",
                                    "select coalesce(json_agg(e order by e.id), '[]')::text as doc"
@@ -93,7 +101,7 @@ constexpr db::Statement kCreateFormation{
     "                                constraints, priority, rootfs, run_as, network, pids_max,"
     "                                cpu_hard_limit, stop_grace_seconds)"
     " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,"
-    "         $12, $13, $14, $15)"
+    "         coalesce($12, pgfleet.default_network()), $13, $14, $15)"
     " returning id"};
 
 // --- helpers ---
@@ -116,9 +124,9 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit, &kJobProgress, &kListJobs, &kJobDocument, &kJobEvents, &kCancel,
-                        &kListEvents, &kListHosts, &kDrain, &kSetHostState, &kClusterSummary,
-                        &kFormationStatuses, &kScale, &kCreateFormation});
+  db::PrepareAll(conn, {&kSubmit, &kJobProgress, &kAttemptHost, &kListJobs, &kJobDocument,
+                        &kJobEvents, &kCancel, &kListEvents, &kListHosts, &kDrain, &kSetHostState,
+                        &kClusterSummary, &kFormationStatuses, &kScale, &kCreateFormation});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -126,8 +134,14 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
   return db::Exec1(tx, kSubmit, db::ArrayParam(s.command), s.formation, s.cpu, s.memory,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
                    NullIfEmpty(idempotency_key), NullIfEmpty(s.rootfs), NullIfEmpty(s.user),
-                   s.network, s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds)["id"]
+                   NullIfEmpty(s.network), s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds)["id"]
       .as<int64_t>();
+}
+
+std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t job, int attempt) {
+  auto rows = db::Exec(tx, kAttemptHost, job, attempt);
+  if (rows.empty()) return std::nullopt;
+  return AttemptHost{rows[0]["host_id"].as<std::string>(), rows[0]["api_url"].as<std::string>()};
 }
 
 std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t job) {
@@ -245,7 +259,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
   return db::Exec1(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
                    json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
-                   NullIfEmpty(s.rootfs), NullIfEmpty(s.user), s.network, s.pids_max,
+                   NullIfEmpty(s.rootfs), NullIfEmpty(s.user), NullIfEmpty(s.network), s.pids_max,
                    s.cpu_hard_limit, s.stop_grace_seconds)["id"]
       .as<int>();
 }

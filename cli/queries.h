@@ -45,6 +45,14 @@ struct JobProgress {
 // nullopt when the job does not exist.
 std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t job);
 
+// Where an attempt ran, from its 'assigned' event.
+struct AttemptHost {
+  std::string host_id;
+  std::string api_url;  // "" when the host is no longer registered
+};
+// nullopt when the job has no such attempt.
+std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t job, int attempt);
+
 struct JobFilter {
   bool all = false;       // include final jobs
   std::string formation;  // "" = every formation

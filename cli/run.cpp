@@ -36,7 +36,7 @@ void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs
 // is final; returns the exit code `run --wait` ends with.
 int WaitForJob(pqxx::connection& conn, int64_t id, const std::string& token) {
   int streamed_attempt = 0;
-  bool streamed_ok = false;
+  LogStream streamed;
   while (true) {
     pqxx::work tx(conn);
     auto job = GetJobProgress(tx, id);
@@ -45,11 +45,17 @@ int WaitForJob(pqxx::connection& conn, int64_t id, const std::string& token) {
     bool final = model::IsFinal(job->state);
     if ((job->state == model::JobState::kRunning || final) && job->attempt > streamed_attempt) {
       streamed_attempt = job->attempt;
-      streamed_ok = StreamHostLogs(job->api_url, token, id, job->attempt, true, -1);
+      streamed = StreamHostLogs(job->api_url, token, id, job->attempt, true, -1);
       continue;  // re-read the state after the attempt's output ended
     }
     if (final) {
-      if (!streamed_ok && job->output_tail) std::cout << *job->output_tail;
+      // The stored tail only when nothing was streamed: output is printed once.
+      if (streamed.bytes == 0 && !streamed.ended && job->output_tail) {
+        std::cout << *job->output_tail;
+      } else if (!streamed.ended) {
+        std::cerr << "pgfleet run: the output stream broke off after " << streamed.bytes
+                  << " bytes; `pgfleet logs " << id << "` shows the rest\n";
+      }
       std::cout.flush();
       if (job->state == model::JobState::kSucceeded) return kExitOk;
       if (job->error) {

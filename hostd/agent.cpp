@@ -6,15 +6,12 @@
 #include <thread>
 
 #include "core/model/job_spec.h"
+#include "core/model/json_limits.h"
 
 namespace pgfleet::hostd {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-namespace {
-constexpr size_t kReportBatch = 500;
-}  // namespace
 
 Agent::Agent(HostConfig config, metrics::Registry& metrics)
     : config_(std::move(config)),
@@ -116,49 +113,28 @@ void Agent::Heartbeat(pqxx::connection& conn) {
   NoteContact(sent);
 }
 
-bool Agent::Flush(pqxx::connection& conn) {
-  std::vector<model::Report> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!queue_.empty() && batch.size() < kReportBatch) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-  }
-  if (batch.empty()) return false;
-  try {
-    pqxx::work tx(conn);
-    auto results = store::ReportJobs(tx, config_.id, generation_, batch);
-    tx.commit();
-    metrics_.Add("pgfleet_host_reports_total", static_cast<double>(batch.size()));
-    for (const auto& r : results) {
-      std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
-      // Settled either way: a restarted hostd must not report it again.
-      if (r.kind && *r.kind != model::ReportKind::kRunning) {
-        supervisor_->MarkReported(r.job, r.attempt);
-      }
-      if (r.accepted) continue;
-      spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
-                   r.job, r.attempt, kind);
-      metrics_.Add("pgfleet_host_reports_rejected_total", 1);
-      supervisor_->Rejected(r.job, r.attempt);
-    }
-  } catch (...) {
-    // Keep the reports, in order, for the next try.
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = batch.rbegin(); it != batch.rend(); ++it) queue_.push_front(*it);
-    throw;
-  }
-  return true;
+void Agent::HeartbeatIfDue(pqxx::connection& conn) {
+  auto now = Clock::now();
+  if (now - last_heartbeat_ < config_.heartbeat_interval) return;
+  Heartbeat(conn);
+  last_heartbeat_ = now;
 }
 
 void Agent::Reconcile(pqxx::connection& conn) {
   auto snapshot_time = Clock::now();
-  pqxx::nontransaction tx(conn);  // one read-only statement
-  auto jobs = store::AssignedJobs(tx, config_.id);
+  std::vector<store::HostJob> jobs;
+  {
+    pqxx::nontransaction tx(conn);  // one read-only statement
+    jobs = store::AssignedJobs(tx, config_.id);
+  }
   std::set<std::pair<int64_t, int>> wanted;
+  for (const auto& job : jobs) wanted.insert({job.job, job.attempt});
   for (const auto& job : jobs) {
-    wanted.insert({job.job, job.attempt});
+    // Starting what never arrived takes a while per job (a burst of hundreds
+    // took ten seconds on a loaded machine, long enough to self-fence):
+    // the lease is renewed in between.
+    HeartbeatIfDue(conn);
+    if (!registered_) return;  // declared lost meanwhile: the next step re-registers
     ReconcileJob(job);
   }
   // Fencing: anything live here that the database no longer assigns to us was
@@ -176,17 +152,19 @@ void Agent::ReconcileJob(const store::HostJob& job) {
     return;
   }
   if (job.stop_wanted) {
-    supervisor_->Stop(job.job, job.attempt);
+    if (!supervisor_->Stop(job.job, job.attempt)) {
+      supervisor_->StopBeforeStart(job.job, job.attempt);
+    }
     return;
   }
   if (supervisor_->Known(job.job, job.attempt)) {
-    // Assigned to us, yet we ran it and our reports were rejected: they
-    // beat the assignment's commit (a scheduler that dispatched what it
-    // then rolled back, and later assigned the same attempt for real). It
-    // ran here exactly once; say how it went, now that it counts.
-    if (*job.state == model::JobState::kAssigned) {
-      for (auto& report : supervisor_->Replay(job.job, job.attempt)) Enqueue(std::move(report));
-    }
+    // Live in the database, yet it ended here. Either our reports were
+    // rejected because they beat the assignment's commit (a scheduler that
+    // dispatched what it then rolled back, and later assigned the same
+    // attempt for real), or the database accepted its end and then lost it
+    // (failed over to a standby that never got that commit, or restored).
+    // It ran here exactly once; say how it went, again.
+    for (auto& report : supervisor_->Replay(job.job, job.attempt)) Enqueue(std::move(report));
     return;
   }
   if (*job.state == model::JobState::kRunning) {
@@ -198,7 +176,7 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   // Assigned to us but never delivered (scheduler died after commit, lost request).
   model::JobSpec spec;
   try {
-    spec = model::ParseJobSpec(json::parse(job.spec_json));
+    spec = model::ParseJobSpec(model::ParseBoundedJson(job.spec_json, "spec"));
   } catch (const std::exception& e) {
     Enqueue(model::Report::StartFailed(job.job, job.attempt,
                                        std::string("invalid job spec: ") + e.what()));
@@ -267,18 +245,17 @@ Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
     force_reconcile_ = true;
     last_heartbeat_ = Clock::now();
   }
+  // Heartbeats come first and never wait on more than one report batch: a
+  // long queue of reports is delivered between them.
+  HeartbeatIfDue(conn);
+  if (!registered_) return Clock::now();  // register again at once
   while (Flush(conn)) {
+    HeartbeatIfDue(conn);
+    if (!registered_) return Clock::now();
   }
   auto now = Clock::now();
-  if (now - last_heartbeat_ >= config_.heartbeat_interval) {
-    Heartbeat(conn);
-    last_heartbeat_ = now;
-    if (!registered_) return now;  // register again at once
-  }
-  // Flush again before reconciling so the database reflects what we know.
-  while (Flush(conn)) {
-  }
   if (force_reconcile_ || now - last_reconcile_ >= config_.reconcile_interval) {
+    RetryQuarantined(conn);
     Reconcile(conn);
     force_reconcile_ = false;
     last_reconcile_ = Clock::now();
@@ -305,12 +282,14 @@ void Agent::FinalFlush(pqxx::connection& conn) {
   try {
     while (Flush(conn)) {
     }
+    if (registered_ && !config_.data_dir.empty()) Heartbeat(conn);
   } catch (const std::exception& e) {
     spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
   }
 }
 
-void Agent::Run(const std::atomic<bool>& stop) {
+void Agent::Run(const std::atomic<bool>& stop, const std::function<void()>& begin_leaving,
+                const std::function<void()>& finish_leaving) {
   BeginLease();
   std::thread watchdog;
   if (config_.self_fence) {
@@ -344,7 +323,12 @@ void Agent::Run(const std::atomic<bool>& stop) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
+  if (begin_leaving) begin_leaving();
   if (pqxx::connection* conn = conn_.Get()) FinalFlush(*conn);
+  if (finish_leaving) {
+    finish_leaving();
+    if (pqxx::connection* conn = conn_.Get()) FinalFlush(*conn);
+  }
   if (watchdog.joinable()) watchdog.join();
 }
 

@@ -40,8 +40,14 @@ class Agent {
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
   void Enqueue(model::Report report);
-  // Runs until *stop; reports still queued then are flushed if the database is up.
-  void Run(const std::atomic<bool>& stop);
+  // Runs until *stop, then leaves: calls begin_leaving (e.g. to stop taking
+  // API requests), flushes the reports still queued and heartbeats once more
+  // at once, so a quick restart gets the whole fence time; then calls
+  // finish_leaving (e.g. to wait for the API's last requests, which may
+  // still queue reports) and flushes what they queued. Nothing is flushed if
+  // the database is down.
+  void Run(const std::atomic<bool>& stop, const std::function<void()>& begin_leaving = {},
+           const std::function<void()>& finish_leaving = {});
   // Asks for a reconcile soon (e.g. after a dispatch).
   void Wake();
 
@@ -66,13 +72,30 @@ class Agent {
   // The fence watchdog's check (Run calls it every 100 ms): fences every job
   // once no heartbeat succeeded for (almost) the host TTL, unfences after.
   void WatchdogTick();
-  // Delivers what is still queued (at exit).
+  // Delivers what is still queued (at exit). With a lease file, also
+  // heartbeats once more: a deliberate stop then gives a restarted hostd the
+  // whole fence time (lease.h) before the shims fence their jobs.
   void FinalFlush(pqxx::connection& conn);
 
  private:
   void Register(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);
+  // Heartbeats if an interval has passed since the last one. Called between
+  // every other piece of database work (report batches, reconcile starts), so
+  // no amount of it delays a heartbeat by more than one piece.
+  void HeartbeatIfDue(pqxx::connection& conn);
+  // Delivers one batch of queued reports (false if none was queued).
   bool Flush(pqxx::connection& conn);
+  // Applies batch[begin, end) in one transaction; if the database refuses it
+  // for what a report carries, halves it until the bad report is alone and
+  // quarantines that one. *settled: how many reports are done with, in order.
+  void Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, size_t begin, size_t end,
+               size_t* settled);
+  void NoteResults(const std::vector<store::ReportResult>& results);
+  // Sets a report the database refuses aside (logged, counted), to be
+  // retried alone on every reconcile until it goes through.
+  void Quarantine(model::Report report, const std::string& error);
+  void RetryQuarantined(pqxx::connection& conn);
   void Reconcile(pqxx::connection& conn);
   // The reconcile's decision for one job the database assigns to this host.
   void ReconcileJob(const store::HostJob& job);
@@ -88,8 +111,9 @@ class Agent {
   bool registered_ = false;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_reconcile_{};
-  bool force_reconcile_ = false;  // a reconcile is due whatever the interval
-  std::string last_error_;        // logged once until a step succeeds again
+  bool force_reconcile_ = false;          // a reconcile is due whatever the interval
+  std::string last_error_;                // logged once until a step succeeds again
+  std::deque<model::Report> quarantine_;  // reports the database refused (Quarantine)
   std::function<void()> waker_;
   // Fence watchdog state. last_contact_: CLOCK_BOOTTIME ns at which the last
   // successful heartbeat (or registration) was *sent*; mirrored in the lease file.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/model/job_spec.h"
+#include "core/model/json_limits.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -22,12 +23,20 @@ struct StartItem {
   int64_t job = 0;
   int attempt = 0;
   model::JobSpec spec;
+  std::string refused;  // why its spec is refused; empty = it is fine
 };
 
-// Parses the whole batch first so a bad item starts nothing. Throws SpecError.
+// Parses the whole batch first. A batch that is not one (not JSON, no jobs
+// array, an item without a job id or attempt) starts nothing: throws
+// SpecError. A bad spec refuses only its own item: one job's spec must never
+// cost the batch's other jobs their start.
 std::vector<StartItem> ParseStartBatch(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) throw model::SpecError("body", "body must be valid JSON");
+  json j;
+  try {
+    j = model::ParseBoundedJson(body, "body");
+  } catch (const model::JsonError& e) {
+    throw model::SpecError("body", e.what());
+  }
   if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
     throw model::SpecError("jobs", "body must be an object with a \"jobs\" array");
   }
@@ -50,7 +59,7 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
     try {
       item.spec = model::ParseJobSpec(e["spec"]);
     } catch (const model::SpecError& err) {
-      throw model::SpecError(at + ".spec." + err.field(), at + ".spec: " + err.what());
+      item.refused = std::string("invalid job spec: ") + err.what();
     }
     items.push_back(std::move(item));
   }
@@ -60,12 +69,17 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
 // The job id of a route: its last capture (hollow hosts' routes capture the host first).
 std::string JobIdArg(const httplib::Request& req) { return req.matches[req.matches.size() - 1]; }
 
+// A job id as POST /v1/jobs takes it: any positive 64-bit integer.
 bool ParseId(const std::string& s, int64_t* out) {
-  if (s.empty() || s.size() > 18) return false;
+  if (s.empty() || s.size() > 19) return false;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
   }
-  *out = std::stoll(s);
+  try {
+    *out = std::stoll(s);
+  } catch (const std::out_of_range&) {
+    return false;
+  }
   return *out > 0;
 }
 
@@ -82,24 +96,12 @@ int IntParam(const httplib::Request& req, const char* name) {
   return static_cast<int>(n);
 }
 
-std::string LastLines(const std::string& text, int lines) {
-  if (lines < 0) return text;
-  if (lines == 0) return "";
-  size_t pos = text.size();
-  if (pos > 0 && text[pos - 1] == '\n') --pos;
-  int seen = 0;
-  while (pos > 0) {
-    --pos;
-    if (text[pos] == '\n' && ++seen == lines) return text.substr(pos + 1);
-  }
-  return text;
-}
-
 // What the route handlers share. The references outlive the server.
 struct Api {
   Supervisor& supervisor;
   Agent& agent;
   metrics::Registry& metrics;
+  net::ConnectionGuard* guard;  // may be null
 };
 
 void SendJson(httplib::Response& res, const json& body) {
@@ -121,6 +123,15 @@ const char* StartStatus(Supervisor::StartResult r) {
 }
 
 json StartOne(const Api& api, const StartItem& item) {
+  if (!item.refused.empty()) {
+    // Refused on its own: it fails (start_failed) and the others start.
+    api.metrics.Add("pgfleet_host_jobs_refused_total", 1);
+    api.agent.Enqueue(model::Report::StartFailed(item.job, item.attempt, item.refused));
+    return {{"job", item.job},
+            {"attempt", item.attempt},
+            {"status", "failed"},
+            {"error", item.refused}};
+  }
   std::string err;
   auto r = api.supervisor.Start(item.job, item.attempt, item.spec, &err);
   if (r == Supervisor::StartResult::kPreviousLife) {
@@ -194,26 +205,60 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
   res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
 }
 
-// Streams what the attempt's log gains after `offset` until the attempt has
-// ended and everything is sent (or the client goes away).
-void FollowLog(const Api& api, httplib::Response& res, int64_t id, int attempt, std::string path,
-               std::string first, size_t offset) {
-  auto sent_first = std::make_shared<bool>(false);
-  auto pos = std::make_shared<size_t>(offset);
-  Supervisor& supervisor = api.supervisor;
-  res.set_chunked_content_provider("text/plain", [&supervisor, id, attempt, path, first, sent_first,
-                                                  pos](size_t, httplib::DataSink& sink) {
-    if (!*sent_first) {
-      *sent_first = true;
-      if (!first.empty() && !sink.write(first.data(), first.size())) return false;
+// Logs are read and sent 64 KiB at a time, from a file that may be many
+// GB: memory per request stays bounded whatever the log's size.
+constexpr size_t kLogChunk = 64 * 1024;
+// tail=N: at most this many lines, found within this many bytes from the end.
+constexpr int kMaxTailLines = 100000;
+constexpr uint64_t kMaxTailScan = 64ull << 20;
+
+// Where the last `lines` lines of the first `size` bytes of the file begin (a
+// final newline ends the last line rather than starting another). Reads
+// backwards a chunk at a time; gives up kMaxTailScan bytes before the end
+// (lines that long are cut there).
+uint64_t TailOffset(const std::string& path, uint64_t size, int lines) {
+  if (lines == 0) return size;
+  std::ifstream f(path, std::ios::binary);
+  const uint64_t floor = size > kMaxTailScan ? size - kMaxTailScan : 0;
+  uint64_t end = size;
+  int seen = 0;
+  bool last_byte = true;  // the file's final byte: a newline there ends, not starts, a line
+  std::string chunk;
+  while (end > floor && f) {
+    uint64_t begin = end > floor + kLogChunk ? end - kLogChunk : floor;
+    chunk.resize(static_cast<size_t>(end - begin));
+    f.seekg(static_cast<std::streamoff>(begin));
+    f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (f.gcount() != static_cast<std::streamsize>(chunk.size())) break;
+    for (size_t i = chunk.size(); i-- > 0;) {
+      if (chunk[i] == '\n' && !last_byte && ++seen == lines) return begin + i + 1;
+      last_byte = false;
     }
+    end = begin;
+  }
+  return floor;
+}
+
+// Streams the attempt's log from `offset`: up to `end` (the size it had when
+// asked), or with `follow`, on as it grows until the attempt has ended and
+// everything is sent (or the client goes away).
+void StreamLog(const Api& api, const httplib::Request& req, httplib::Response& res, int64_t id,
+               int attempt, std::string path, uint64_t offset, uint64_t end, bool follow) {
+  auto pos = std::make_shared<uint64_t>(offset);
+  Supervisor& supervisor = api.supervisor;
+  // A long stream is an answer in progress, not a slow request.
+  std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};
+  res.set_chunked_content_provider("text/plain", [&supervisor, id, attempt, path, pos, end, follow,
+                                                  touch](size_t, httplib::DataSink& sink) {
+    touch();
     for (int waited = 0; waited < 50; ++waited) {
-      bool live = supervisor.Live(id, attempt);
+      bool live = follow && supervisor.Live(id, attempt);
+      uint64_t want = follow ? kLogChunk : std::min<uint64_t>(kLogChunk, end - *pos);
+      std::string chunk(static_cast<size_t>(want), '\0');
       std::ifstream f(path, std::ios::binary);
       f.seekg(static_cast<std::streamoff>(*pos));
-      std::string chunk(64 * 1024, '\0');
       f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      chunk.resize(static_cast<size_t>(f.gcount()));
+      chunk.resize(static_cast<size_t>(std::max<std::streamsize>(f.gcount(), 0)));
       if (!chunk.empty()) {
         *pos += chunk.size();
         return sink.write(chunk.data(), chunk.size());
@@ -235,10 +280,26 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
     return net::ErrorResponse(res, 400, "job id must be a positive integer");
   }
   int attempt, tail, follow;
+  int64_t offset = -1;
   try {
     attempt = IntParam(req, "attempt");
     tail = IntParam(req, "tail");
     follow = IntParam(req, "follow");
+    if (req.has_param("offset")) {
+      // Resuming a stream that broke off: the bytes the client already has.
+      const std::string v = req.get_param_value("offset");
+      if (v == "0") {
+        offset = 0;
+      } else if (!ParseId(v, &offset)) {
+        throw model::SpecError(
+            "offset", "offset must be a non-negative integer, in bytes (got \"" + v + "\")");
+      }
+      if (tail >= 0) throw model::SpecError("offset", "offset and tail exclude each other");
+    }
+    if (tail > kMaxTailLines) {
+      throw model::SpecError("tail", "tail must be at most " + std::to_string(kMaxTailLines) +
+                                         " lines (got " + std::to_string(tail) + ")");
+    }
   } catch (const model::SpecError& e) {
     return net::ErrorResponse(res, 400, e.what());
   }
@@ -256,17 +317,12 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
     std::string dir = path.substr(0, path.rfind('/'));
     attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
   }
-  std::string initial;
-  {
-    std::ifstream f(path, std::ios::binary);
-    initial.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
-  std::string first = LastLines(initial, tail);
-  if (follow <= 0) {
-    res.set_content(first, "text/plain");
-    return;
-  }
-  FollowLog(api, res, id, attempt, path, first, initial.size());
+  struct stat st {};
+  uint64_t size = stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  uint64_t start = offset >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(offset), size)
+                   : tail < 0  ? 0
+                               : TailOffset(path, size, tail);
+  StreamLog(api, req, res, id, attempt, path, start, size, follow > 0);
 }
 
 // Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the cluster token.
@@ -277,9 +333,17 @@ httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const st
   if (!net::Authorized(req, token)) {
     metrics.Add("pgfleet_host_api_unauthorized_total", 1);
     net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
+    // Its body was never read: the connection must not serve another request.
+    net::CloseAfterAnswer(res);
     return httplib::Server::HandlerResponse::Handled;
   }
   return httplib::Server::HandlerResponse::Unhandled;
+}
+
+// A request that may carry a body but says neither how long it is nor that it is chunked.
+bool NeedsLength(const httplib::Request& req) {
+  return (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+         !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding");
 }
 
 void InstallErrorHandlers(httplib::Server& server) {
@@ -294,13 +358,22 @@ void InstallErrorHandlers(httplib::Server& server) {
         }
         net::ErrorResponse(res, 500, what);
       });
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) {
-      std::string msg = res.status == 413   ? "request body over 1 MiB"
-                        : res.status == 404 ? "no such endpoint"
-                                            : "request failed";
-      net::ErrorResponse(res, res.status, msg);
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = "request failed (HTTP " + std::to_string(res.status) + ")";
+    if (res.status == 413) {
+      // httplib caps form-encoded bodies far below our own 1 MiB limit.
+      msg = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0
+                ? "form-encoded bodies over 8 KiB are refused: send JSON (application/json)"
+                : "request body over 1 MiB";
+    } else if (res.status == 404) {
+      msg = "no such endpoint";
+    } else if (res.status == 411 || (res.status == 400 && NeedsLength(req))) {
+      msg = "a request body needs a Content-Length header";
+    } else if (res.status == 400) {
+      msg = "malformed HTTP request";
     }
+    net::ErrorResponse(res, res.status, msg);
   });
 }
 
@@ -311,15 +384,17 @@ using Handler = void (*)(const Api&, const httplib::Request&, httplib::Response&
 // a request is for, or answers it itself and returns nullptr.
 void InstallRoutes(httplib::Server& server, const std::string& guarded, const std::string& prefix,
                    std::function<const Api*(const httplib::Request&, httplib::Response&)> resolve,
-                   const std::string& token, metrics::Registry& metrics) {
+                   const std::string& token, metrics::Registry& metrics,
+                   net::ConnectionGuard* guard) {
   server.set_payload_max_length(net::kMaxBodyBytes);
   server.set_pre_routing_handler(
       [guarded, token, &metrics](const httplib::Request& req, httplib::Response& res) {
         return CheckToken(guarded, token, metrics, req, res);
       });
   InstallErrorHandlers(server);
-  auto route = [resolve](Handler handler) {
-    return [resolve, handler](const httplib::Request& req, httplib::Response& res) {
+  auto route = [resolve, guard](Handler handler) {
+    return [resolve, handler, guard](const httplib::Request& req, httplib::Response& res) {
+      if (guard) guard->Busy(req);  // the request has fully arrived
       if (const Api* api = resolve(req, res)) handler(*api, req, res);
     };
   };
@@ -333,18 +408,21 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
 }  // namespace
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, metrics::Registry& metrics) {
+                const std::string& token, metrics::Registry& metrics, net::ConnectionGuard* guard) {
   // The server outlives its handlers' calls; so do the objects Api refers to.
-  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics});
+  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard});
   InstallRoutes(
       server, "/v1/", "", [api](const httplib::Request&, httplib::Response&) { return api.get(); },
-      token, metrics);
+      token, metrics, guard);
 }
 
 void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHandle>& hosts,
-                     const std::string& token, metrics::Registry& metrics) {
+                     const std::string& token, metrics::Registry& metrics,
+                     net::ConnectionGuard* guard) {
   auto apis = std::make_shared<std::map<std::string, Api>>();
-  for (const auto& [id, h] : hosts) apis->emplace(id, Api{*h.supervisor, *h.agent, metrics});
+  for (const auto& [id, h] : hosts) {
+    apis->emplace(id, Api{*h.supervisor, *h.agent, metrics, guard});
+  }
   auto resolve = [apis](const httplib::Request& req, httplib::Response& res) -> const Api* {
     auto it = apis->find(req.matches[1]);
     if (it != apis->end()) return &it->second;
@@ -352,7 +430,7 @@ void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHa
     return nullptr;
   };
   InstallRoutes(server, kHostsPathPrefix, std::string(kHostsPathPrefix) + "([^/]+)", resolve, token,
-                metrics);
+                metrics, guard);
 }
 
 }  // namespace pgfleet::hostd

@@ -4,7 +4,10 @@
 //   GET  /v1/jobs                  attempts known to this hostd
 //   GET  /v1/jobs/{id}             the job's latest attempt here
 //   POST /v1/jobs/{id}/stop        [?attempt=N] SIGTERM, grace, SIGKILL
-//   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1] output (stdout+stderr)
+//   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1&offset=BYTES] output
+//                                  (stdout+stderr), streamed 64 KiB at a time; tail <= 100000
+//                                  lines, found reading backwards (within the last 64 MiB);
+//                                  offset: resume a stream from that byte
 // Bad requests get 4xx with {"error": "..."} naming the field; nothing is started.
 //
 // Hollow hosts (hollow.h) share one listener: host X's API is the same under
@@ -15,14 +18,18 @@
 #include <map>
 #include <string>
 
+#include "core/net/connection_guard.h"
 #include "core/net/http.h"
 #include "hostd/agent.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
 
+// guard (may be null): bounds slow and numerous clients; its Install() must
+// have been called on the server (core/net/connection_guard.h).
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, metrics::Registry& metrics);
+                const std::string& token, metrics::Registry& metrics,
+                net::ConnectionGuard* guard = nullptr);
 
 inline constexpr const char* kHostsPathPrefix = "/hosts/";
 
@@ -33,6 +40,7 @@ struct HostHandle {
 };
 // Serves each host of `hosts` (by id) under /hosts/<id>; other ids get 404.
 void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHandle>& hosts,
-                     const std::string& token, metrics::Registry& metrics);
+                     const std::string& token, metrics::Registry& metrics,
+                     net::ConnectionGuard* guard = nullptr);
 
 }  // namespace pgfleet::hostd

@@ -110,6 +110,7 @@ int Bind(httplib::Server& server, const std::string& listen, std::string* host) 
   auto colon = listen.rfind(':');
   *host = listen.substr(0, colon);
   int port = std::stoi(listen.substr(colon + 1));
+  net::PrepareServer(server);
   if (port == 0) return server.bind_to_any_port(*host);
   return server.bind_to_port(*host, port) ? port : -1;
 }
@@ -158,8 +159,12 @@ int RunHollowHosts(const HollowOptions& o, metrics::Registry& metrics,
                    const std::atomic<bool>& stop) {
   CheckHollowOptions(o);
   httplib::Server server;
-  const int http_threads = o.http_threads;
-  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  // Slow and numerous clients are bounded as on a real host; the pool gets
+  // a thread per admitted connection (at least http_threads).
+  net::ConnectionLimits limits;
+  limits.max_connections = std::max(limits.max_connections, o.http_threads);
+  net::ConnectionGuard guard(limits);
+  guard.Install(server);
   std::string lhost;
   int port = Bind(server, o.listen, &lhost);
   if (port < 0) {
@@ -199,7 +204,8 @@ int RunHollowHosts(const HollowOptions& o, metrics::Registry& metrics,
   }
   net::AddHealthAndMetrics(server, metrics,
                            o.id_prefix + "1.." + o.id_prefix + std::to_string(o.hosts));
-  InstallHostsApi(server, handles, o.token, metrics);
+  InstallHostsApi(server, handles, o.token, metrics, &guard);
+  guard.Start(port);
   std::thread http([&server] { server.listen_after_bind(); });
   spdlog::info("{} hollow hosts {}1..{}{} on {} database connection(s); API {}{}<id>", o.hosts,
                o.id_prefix, o.id_prefix, o.hosts, workers.size(), advertise, kHostsPathPrefix);

@@ -39,7 +39,9 @@ struct HollowOptions {
   std::chrono::milliseconds reconcile_interval{5000};     // --reconcile-interval
   bool self_fence = true;                                 // --self-fence
   int db_connections = 4;                                 // --db-connections
-  int http_threads = 8;  // threads of the shared listener (each serves one connection at a time)
+  // Threads of the shared listener. Each serves one connection at a time, and
+  // each scheduler keeps up to 8 keep-alive connections to it (schedulerd/dispatch.cpp).
+  int http_threads = 32;
   // How long a finished sim attempt stays in a host's memory (SupervisorOptions::keep_finished).
   std::chrono::milliseconds keep_finished{60000};
 };

@@ -31,9 +31,10 @@ struct HostConfig {
   // wins when shorter.
   bool self_fence = true;
   // Also each job's shim fences its job when the lease runs out, so the
-  // guarantee holds while hostd itself is down or hung (lease.h). Off by
-  // default: a dead hostd then leaves its jobs running until it is back.
-  bool shim_fence = false;
+  // guarantee holds while hostd itself is stopped, down or hung (lease.h).
+  // On by default; off, a stopped hostd leaves its jobs running, possibly
+  // next to their replacements, until it is back.
+  bool shim_fence = true;
   std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};
   std::string data_dir;  // where the lease file lives
 };

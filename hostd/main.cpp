@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <future>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -23,12 +25,14 @@
 #include "core/daemon/http_listener.h"
 #include "core/daemon/stop_signal.h"
 #include "core/model/job_spec.h"
+#include "core/util/text.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
 #include "hostd/drivers/container.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/drivers/sim.h"
 #include "hostd/hollow.h"
+#include "hostd/lease.h"
 #include "hostd/shim.h"
 #include "hostd/shim_launcher.h"
 #include "hostd/supervisor.h"
@@ -80,7 +84,10 @@ struct HostdFlags {
   int cpu = 0, memory = 0;
   double heartbeat = 2.0, reconcile = 5.0;
   double host_ttl = pgfleet::hostd::kDefaultHostTtlMs / 1000.0;
-  bool self_fence = true, shim_fence = false;
+  // As given; durations take one syntax everywhere (util::ParseSeconds).
+  std::string heartbeat_text = "2s", reconcile_text = "5s",
+              host_ttl_text = std::to_string(pgfleet::hostd::kDefaultHostTtlMs / 1000) + "s";
+  bool self_fence = true, shim_fence = true;
   int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
   std::string id_prefix = "sim-";
   int db_connections = 4;
@@ -89,17 +96,18 @@ struct HostdFlags {
 };
 
 pgfleet::daemon::DaemonInfo HostdInfo() {
-  return {"pgfleet-hostd",
-          "hostd",
-          "pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
-          " [--driver container|process|sim] [--cpu N] [--memory N] [--label k=v]..."
-          " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims]\n"
-          "       pgfleet-hostd --db DSN --token-file FILE --simulate N [--id-prefix P]"
-          " [--db-connections K] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
-          "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
-          "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)",
-          "host id (required)",
-          "API address HOST:PORT (port 0: any free port)"};
+  return {
+      "pgfleet-hostd",
+      "hostd",
+      "pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
+      " [--driver container|process|sim] [--cpu N] [--memory N] [--label k=v]..."
+      " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims=true|false]\n"
+      "       pgfleet-hostd --db DSN --token-file FILE --simulate N [--id-prefix P]"
+      " [--db-connections K] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
+      "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
+      "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)",
+      "host id (required)",
+      "API address HOST:PORT (port 0: any free port)"};
 }
 
 void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
@@ -120,29 +128,74 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "MiB offered (default: the machine's memory)")(
       "label", po::value(&f->labels)->composing(),
       "label KEY=VALUE for job constraints (repeatable)")(
-      "heartbeat-interval", po::value(&f->heartbeat)->default_value(2.0),
-      "seconds between heartbeats")("reconcile-interval",
-                                    po::value(&f->reconcile)->default_value(5.0),
-                                    "seconds between reconciles with the database")(
-      "host-ttl", po::value(&f->host_ttl)->default_value(f->host_ttl),
+      "heartbeat-interval", po::value(&f->heartbeat_text)->default_value(f->heartbeat_text),
+      "time between heartbeats (500ms, 2s, 1.5, ...)")(
+      "reconcile-interval", po::value(&f->reconcile_text)->default_value(f->reconcile_text),
+      "time between reconciles with the database")(
+      "host-ttl", po::value(&f->host_ttl_text)->default_value(f->host_ttl_text),
       "seconds without a heartbeat after which schedulers declare this host lost; must match "
       "the database's settings.host_ttl_seconds (the shorter of the two is used)")(
       "self-fence", po::value(&f->self_fence)->default_value(true)->implicit_value(true),
       "SIGKILL every job when no heartbeat has succeeded for host-ttl (less a 0.5 s margin), "
       "so a cut-off host never runs a job next to its replacement; --self-fence=false keeps "
       "jobs running through database outages instead")(
-      "self-fence-shims", po::value(&f->shim_fence)->default_value(false)->implicit_value(true),
-      "also have each job's shim SIGKILL its job at the same deadline, so the guarantee holds "
-      "while hostd itself is down or hung (default: a dead hostd leaves its jobs running until it "
-      "is back; its reconcile then kills the superseded ones)")(
+      "self-fence-shims", po::value(&f->shim_fence)->default_value(true)->implicit_value(true),
+      "each job's shim also SIGKILLs its job at that deadline, so the guarantee holds while "
+      "hostd itself is stopped, dead or hung (a hostd back within the deadline keeps its jobs); "
+      "=false leaves the jobs of a stopped hostd running, possibly next to their replacements")(
       "data-dir", po::value(&f->data_dir),
       "directory for job logs and state (default ./pgfleet-data/<id>)");
+}
+
+// Stops the API in two steps. Begin closes the listening socket at once (in
+// the background: httplib's stop then waits out requests in flight and idle
+// keep-alive connections, up to 5 s), so the last heartbeat is not held up:
+// no heartbeat renews the lease once hostd is stopping, and a long stop would
+// spend the fence time a quick restart needs. Finish waits for that stop at
+// most a second after Begin; what is still open then is cut by the exit.
+class ApiStop {
+ public:
+  explicit ApiStop(pgfleet::daemon::HttpListener& http) : http_(http) {}
+  void Begin() {
+    auto stopped = std::make_shared<std::promise<void>>();
+    done_ = stopped->get_future();
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    std::thread([&http = http_, stopped] {
+      http.Stop();
+      stopped->set_value();
+    }).detach();
+  }
+  void Finish() {
+    if (done_.valid() && done_.wait_until(deadline_) != std::future_status::ready)
+      spdlog::info("hostd API: connections still open after 1 s are closed by the exit");
+  }
+
+ private:
+  pgfleet::daemon::HttpListener& http_;
+  std::future<void> done_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+// Jobs are fenced SelfFenceAfter(ttl) after the last successful heartbeat
+// (lease.h): that must leave room for two heartbeats, or one slow heartbeat
+// would kill every job on a healthy host.
+void CheckFenceMargin(const HostdFlags& f) {
+  if (!f.self_fence) return;
+  auto ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
+  double fence = std::chrono::duration<double>(pgfleet::hostd::SelfFenceAfter(ttl)).count();
+  if (fence < 2 * f.heartbeat) {
+    throw std::invalid_argument(fmt::format(
+        "--host-ttl {:g} fences jobs {:g} s after the last heartbeat (the TTL less a margin): "
+        "that must be at least 2 x --heartbeat-interval ({:g} s)",
+        f.host_ttl, fence, f.heartbeat));
+  }
 }
 
 // Throws naming the flag, the value and the rule.
 void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
   if (f->simulate < 0)
-    throw std::invalid_argument("--simulate must be >= 0 (got " + std::to_string(f->simulate) + ")");
+    throw std::invalid_argument("--simulate must be >= 0 (got " + std::to_string(f->simulate) +
+                                ")");
   if (f->simulate > 0 && !id.empty())
     throw std::invalid_argument("--id and --simulate exclude each other (use --id-prefix)");
   if (id.empty() && f->simulate == 0) throw std::invalid_argument("--id is required");
@@ -150,12 +203,14 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
     throw std::invalid_argument("--cpu must be > 0 (got " + std::to_string(f->cpu) + ")");
   if (f->memory < 0)
     throw std::invalid_argument("--memory must be > 0 (got " + std::to_string(f->memory) + ")");
-  if (f->heartbeat <= 0) throw std::invalid_argument("--heartbeat-interval must be > 0");
-  if (f->reconcile <= 0) throw std::invalid_argument("--reconcile-interval must be > 0");
+  f->heartbeat = pgfleet::util::ParseSeconds("--heartbeat-interval", f->heartbeat_text);
+  f->reconcile = pgfleet::util::ParseSeconds("--reconcile-interval", f->reconcile_text);
+  f->host_ttl = pgfleet::util::ParseSeconds("--host-ttl", f->host_ttl_text);
   if (f->host_ttl <= f->heartbeat) {
     throw std::invalid_argument(fmt::format(
         "--host-ttl must be > --heartbeat-interval (got {:g} <= {:g})", f->host_ttl, f->heartbeat));
   }
+  CheckFenceMargin(*f);
   for (const auto& l : f->labels) f->label_map.insert(pgfleet::model::ParseKeyValue("--label", l));
 }
 
@@ -293,13 +348,15 @@ int main(int argc, char** argv) {
         "host={} self-fence is off: jobs keep running when the database is "
         "unreachable, even after schedulers may have replaced them",
         id);
-  pgfleet::hostd::InstallApi(http.server(), supervisor, agent, flags.common().token, metrics);
+  pgfleet::hostd::InstallApi(http.server(), supervisor, agent, flags.common().token, metrics,
+                             &http.guard());
   http.Serve(metrics, id);
   spdlog::info("host={} API on {} (advertised {}), data dir {}", id, http.address(), f.advertise,
                data_dir);
 
-  agent.Run(stop);
-  http.Stop();
+  ApiStop api_stop(http);
+  agent.Run(
+      stop, [&api_stop] { api_stop.Begin(); }, [&api_stop] { api_stop.Finish(); });
   if (driver_name == "container") {
     // What a driver's destructor does: drop the per-host cgroup if no job is
     // left in it (shims never do; they share it).

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "core/model/json_limits.h"
 #include "core/util/log.h"
 #include "hostd/attempt_dir.h"
 #include "hostd/drivers/driver.h"
@@ -185,8 +186,14 @@ void RecordExitWhenDone(Execution* running, const std::string& dir, const std::s
     o.kind = model::ExitOutcome::kExited;
     o.status = st;
     {
+      // Fenced by this shim: the attempt was lost with its host, whatever its
+      // exit status; the job did nothing wrong, so it must not spend one of
+      // its attempts (the host-loss rule applies).
       std::lock_guard<std::mutex> lock(g_fence_mu);
-      if (!g_fence_reason.empty() && o.status.error.empty()) o.status.error = g_fence_reason;
+      if (!g_fence_reason.empty()) {
+        o.kind = model::ExitOutcome::kLost;
+        o.status.error = g_fence_reason;
+      }
     }
     std::string werr;
     if (!attempt::AppendRecord(dir, attempt::ToJson(o), &werr)) {
@@ -280,7 +287,7 @@ void RunShim(const std::string& dir, Driver* prepared) {
   attempt::ShimRequest req;
   std::string request_error;
   try {
-    req = attempt::ShimRequestFromJson(json::parse(request_text));
+    req = attempt::ShimRequestFromJson(model::ParseBoundedJson(request_text, "shim request"));
   } catch (const std::exception& e) {
     request_error = std::string("invalid shim request: ") + e.what();
   }

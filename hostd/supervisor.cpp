@@ -77,10 +77,37 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   sink_(*rec->outcome_report);
 }
 
+void Supervisor::LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error) {
+  rec->state = model::StateAfter(model::ExitOutcome::kLost);
+  rec->exit = ExitStatus{};
+  rec->exit->error = error;
+  Ended(rec);
+  rec->outcome_report = model::Report::Lost(rec->job_id, rec->attempt, error);
+  sink_(*rec->outcome_report);
+}
+
+// Defence in depth behind the database's check at insert (docs/security.md):
+// a spec the dispatch does not mark privileged may use no privileged
+// feature, and the process driver, which isolates nothing, runs none.
+std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
+                                                 const std::string& driver) {
+  if (spec.privileged) return std::nullopt;
+  if (driver == "process") {
+    return "the process driver does not isolate jobs: it runs only privileged jobs (submitters "
+           "in pgfleet_privileged); run the others on container-driver hosts";
+  }
+  if (auto problem = model::PrivilegeProblem(spec)) {
+    return problem->second + " (the dispatch does not mark this job privileged)";
+  }
+  return std::nullopt;
+}
+
 Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const model::JobSpec& spec,
                                           std::string* error) {
   auto rec = NewRecord(job_id, attempt);
   rec->spec = spec;
+  // Decided before taking the lock: it matches regular expressions.
+  const auto refused = RefusedAsUnprivileged(spec, options_.driver);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
@@ -94,6 +121,12 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
     records_[{job_id, attempt}] = rec;
     if (fenced_) {
       *error = "host is self-fenced (" + fence_reason_ + "): not starting new work";
+      LoseRecord(rec, *error);
+      return StartResult::kFailed;
+    }
+    if (refused) {
+      *error = *refused;
+      spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);
       FailRecord(rec, *error);
       return StartResult::kFailed;
     }
@@ -180,11 +213,15 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   const ExitStatus& st = outcome.status;
   const bool exited = outcome.kind == model::ExitOutcome::kExited;
   std::string error = st.error;
+  bool fence_killed = false;
   if (exited) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!rec->kill_reason.empty()) error = rec->kill_reason;
+    fence_killed = !rec->kill_reason.empty();
+    if (fence_killed) error = rec->kill_reason;
   }
-  model::Report report = OutcomeReport(*rec, outcome, error);
+  // Killed by the self-fence: lost with its host, whatever its exit status.
+  model::Report report = fence_killed ? model::Report::Lost(rec->job_id, rec->attempt, error)
+                                      : OutcomeReport(*rec, outcome, error);
   {
     std::lock_guard<std::mutex> lock(mu_);
     rec->exit = st;
@@ -233,21 +270,27 @@ bool Supervisor::Stop(int64_t job_id, int attempt) {
   for (auto& [key, r] : records_) {
     if (key.first == job_id && (attempt == 0 || key.second == attempt)) rec = r;
   }
-  if (!rec) {
-    if (attempt == 0) return false;
-    // Not started here (the dispatch may still be on its way): make sure it never starts.
-    auto r = NewRecord(job_id, attempt);
-    std::string error;
-    if (runner_->ClaimAttempt(job_id, attempt, &error) != AttemptRunner::Claim::kClaimed) {
-      return false;
-    }
-    records_[{job_id, attempt}] = r;
-    FailRecord(r, "stopped before it started");
-    return true;
-  }
+  // Not known here: nothing is created for it (anyone could name any future
+  // attempt). If its dispatch is still on its way, it starts and is stopped
+  // then: the scheduler forwards a stop on every pass while the database wants
+  // the job stopped, and reconcile stops it too.
+  if (!rec) return false;
   spdlog::info("job={} attempt={} stopping (grace {}s)", job_id, rec->attempt,
                rec->spec.stop_grace_seconds);
   StopRecord(rec, rec->spec.stop_grace_seconds, false);
+  return true;
+}
+
+bool Supervisor::StopBeforeStart(int64_t job_id, int attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (records_.count({job_id, attempt})) return false;
+  auto r = NewRecord(job_id, attempt);
+  std::string error;
+  if (runner_->ClaimAttempt(job_id, attempt, &error) != AttemptRunner::Claim::kClaimed) {
+    return false;
+  }
+  records_[{job_id, attempt}] = r;
+  FailRecord(r, "stopped before it started");
   return true;
 }
 
@@ -279,12 +322,20 @@ std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
   auto it = records_.find({job_id, attempt});
   if (it == records_.end()) return {};
   auto& rec = it->second;
-  if (!rec->exit || !rec->rejected || !rec->outcome_report) return {};
+  if (!rec->exit || !rec->outcome_report || !(rec->rejected || rec->delivered)) return {};
+  if (rec->rejected) {
+    spdlog::warn(
+        "job={} attempt={} is assigned here but already ran here (its reports were "
+        "rejected): reporting its outcome again",
+        job_id, attempt);
+  } else {
+    spdlog::warn(
+        "job={} attempt={} is live in the database but ended here and its end was delivered: "
+        "the database lost it (a failover or a restore): reporting its outcome again",
+        job_id, attempt);
+  }
   rec->rejected = false;
-  spdlog::warn(
-      "job={} attempt={} is assigned here but already ran here (its reports were "
-      "rejected): reporting its outcome again",
-      job_id, attempt);
+  rec->delivered = false;
   std::vector<model::Report> out;
   if (rec->pid > 0 || rec->ran) out.push_back(model::Report::Running(job_id, attempt, rec->pid));
   out.push_back(*rec->outcome_report);
@@ -316,8 +367,11 @@ void Supervisor::Unfence() {
   fence_reason_.clear();
 }
 
-void Supervisor::MarkReported(int64_t job_id, int attempt) {
+void Supervisor::MarkReported(int64_t job_id, int attempt, bool accepted) {
   runner_->MarkReported(job_id, attempt);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  if (it != records_.end() && it->second->exit) it->second->delivered = accepted;
 }
 
 bool Supervisor::Known(int64_t job_id, int attempt) const {

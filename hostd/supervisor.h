@@ -63,6 +63,12 @@ struct JobInfo {
   nlohmann::json ToJson() const;  // the API's view (api.h)
 };
 
+// Why a spec cannot start here for want of privilege, or nullopt: a spec not
+// marked privileged (jobs.privileged, sent in the dispatch) may use none of
+// model::PrivilegeProblem's features, and the process driver runs none.
+std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
+                                                 const std::string& driver);
+
 struct SupervisorOptions {
   std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
   std::string host_id;
@@ -108,17 +114,24 @@ class Supervisor {
 
   StartResult Start(int64_t job_id, int attempt, const model::JobSpec& spec, std::string* error);
   // Stops the attempt (0 = the job's latest attempt here): SIGTERM, the job's
-  // grace period, then SIGKILL. Returns immediately. An attempt not started yet
-  // is marked so it never starts, and reported start_failed. False if nothing known.
+  // grace period, then SIGKILL. Returns immediately. False, creating nothing,
+  // for an attempt this host does not have.
   bool Stop(int64_t job_id, int attempt);
+  // The database says this attempt is ours and wanted stopped, and it never
+  // started here: claim it so it never starts, and report it start_failed
+  // ("stopped before it started"). For reconcile only, which reads the
+  // database; the API's stop never creates anything. False if known already.
+  bool StopBeforeStart(int64_t job_id, int attempt);
   // Fencing: the attempt was superseded; SIGKILL the whole job now.
   void Kill(int64_t job_id, int attempt);
   // The database rejected a report of this attempt: Kill() it, and remember,
   // for Replay().
   void Rejected(int64_t job_id, int attempt);
-  // The reports of a finished attempt whose reports were rejected, once
-  // (running, then its outcome): for when the database later says the attempt
-  // is assigned here after all. Empty otherwise.
+  // The reports of a finished attempt (running, then its outcome), once, for
+  // when the database still or again shows it live here: its reports were
+  // rejected and the database later assigned the attempt here after all, or
+  // its end was delivered and the database lost it (a failover to a standby
+  // that never got that commit, a restore). Empty otherwise.
   std::vector<model::Report> Replay(int64_t job_id, int attempt);
   // Self-fence: SIGKILLs every live attempt now (their exit reports carry
   // `reason` as the error) and refuses new starts until Unfence(). Returns
@@ -129,8 +142,8 @@ class Supervisor {
   // old (lease.h); 0 = never. Jobs already running keep the value they got.
   void SetFenceAfter(std::chrono::milliseconds after) { fence_after_ms_ = after.count(); }
   // The attempt's outcome reached the database (accepted or not): a
-  // restarted hostd need not report it again.
-  void MarkReported(int64_t job_id, int attempt);
+  // restarted hostd need not report it again. Accepted: see Replay.
+  void MarkReported(int64_t job_id, int attempt, bool accepted);
 
   bool Known(int64_t job_id, int attempt) const;
   bool Live(int64_t job_id, int attempt) const;
@@ -160,12 +173,15 @@ class Supervisor {
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point finished_at{};
     std::optional<ExitStatus> exit;
-    int pending_stop = 0;     // 1 stop, 2 kill: asked for while the shim was starting
-    std::string kill_reason;  // why hostd itself killed it (self-fence): the report's error
+    int pending_stop = 0;  // 1 stop, 2 kill: asked for while the shim was starting
+    // Why hostd itself killed it (self-fence): the report's error. Such an
+    // attempt is reported lost, not exited: the host, not the job, failed.
+    std::string kill_reason;
     bool kill_sent = false;
     std::optional<model::Report> outcome_report;  // the final report, as sent
-    bool rejected = false;  // the database rejected a report of it (see Replay)
-    bool ran = false;       // reported running by this hostd
+    bool rejected = false;   // the database rejected a report of it (see Replay)
+    bool delivered = false;  // the database accepted its final report (see Replay)
+    bool ran = false;        // reported running by this hostd
     JobInfo Info() const;
   };
   using Key = std::pair<int64_t, int>;
@@ -181,7 +197,11 @@ class Supervisor {
   }
   model::Report OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
                               const std::string& error) const;
-  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);    // mu_ held
+  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);  // mu_ held
+  // Ends an attempt that never started because the host is fenced: reported
+  // lost (the host-loss rule, not the job's attempts). Nothing is recorded on
+  // disk, so a restarted hostd also finds it lost. mu_ held.
+  void LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error);
   void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);  // mu_ held
   void Ended(const std::shared_ptr<Record>& rec);  // mu_ held: rec->exit was just set
   void Prune();                                    // mu_ held

@@ -2,44 +2,84 @@
 
 #include <spdlog/spdlog.h>
 
-#include <future>
+#include <atomic>
+#include <thread>
 
-#include "core/net/endpoint.h"
-#include "core/net/http.h"
 #include "schedulerd/store.h"
 
 namespace pgfleet::schedulerd {
 
 using nlohmann::json;
 
-std::string Dispatcher::Send(const HostTarget& target) const {
-  json body{{"jobs", json::array()}};
-  for (const auto& d : target.jobs) {
-    body["jobs"].push_back({{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}});
+namespace {
+
+// Sender threads per pass: requests in flight at once, over all hosts.
+constexpr int kSenders = 16;
+// Keep-alive connections per origin (a real host, or one hollow-host
+// listener): hostd serves one connection per listener thread.
+constexpr int kConnectionsPerOrigin = 8;
+
+}  // namespace
+
+Dispatcher::Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics)
+    : timeout_seconds_(timeout_seconds),
+      metrics_(metrics),
+      pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}) {}
+
+std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
+                                        std::vector<size_t>* first) {
+  static const std::string kHead = R"({"jobs":[)", kTail = "]}";
+  std::vector<std::string> bodies;
+  first->clear();
+  std::string body;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Dispatch& d = jobs[i];
+    std::string item = json{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}}.dump(
+        -1, ' ', false, json::error_handler_t::replace);
+    bool open = !body.empty();
+    if (open && body.size() + 1 + item.size() + kTail.size() > max_bytes) {
+      bodies.push_back(body + kTail);
+      body.clear();
+      open = false;
+    }
+    if (!open) {
+      first->push_back(i);
+      body = kHead;
+    } else {
+      body += ',';
+    }
+    body += item;
   }
-  // Starting jobs takes the host a few ms each: allow for big batches.
-  int timeout = timeout_seconds_ + static_cast<int>(target.jobs.size() / 50);
-  try {
-    auto ep = net::MakeEndpoint(target.api_url, token_, timeout);
-    auto res = ep.client->Post(ep.prefix + "/v1/jobs", body.dump(), "application/json");
-    if (!res) return "no answer from " + target.api_url + ": " + httplib::to_string(res.error());
-    if (res->status != 200)
-      return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+  if (!body.empty()) bodies.push_back(body + kTail);
+  return bodies;
 }
 
-void Dispatcher::Record(pqxx::connection& conn, const std::string& host, const HostTarget& target,
-                        const std::string& error) {
-  if (error.empty()) {
-    metrics_.Add("pgfleet_scheduler_dispatches_total", 1);
-    pqxx::work tx(conn);
-    store::DispatchSucceeded(tx, host);
-    tx.commit();
-    return;
+std::vector<std::string> Dispatcher::Send(const HostTarget& target) {
+  std::vector<std::string> errors(target.jobs.size());
+  std::vector<size_t> first;
+  auto bodies = DispatchBodies(target.jobs, kMaxDispatchBytes, &first);
+  for (size_t b = 0; b < bodies.size(); ++b) {
+    size_t begin = first[b], end = b + 1 < first.size() ? first[b + 1] : target.jobs.size();
+    // Starting jobs takes the host a few ms each: allow for big batches.
+    int timeout = timeout_seconds_ + static_cast<int>((end - begin) / 50);
+    std::string error;
+    try {
+      auto res = pool_.Post(target.api_url, "/v1/jobs", bodies[b], timeout);
+      if (!res) {
+        error = "no answer from " + target.api_url + ": " + httplib::to_string(res.error());
+      } else if (res->status != 200) {
+        error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    for (size_t i = begin; i < end; ++i) errors[i] = error;
   }
+  return errors;
+}
+
+void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
+                               const HostTarget& target, const std::string& error) {
   metrics_.Add("pgfleet_scheduler_dispatch_failures_total", 1);
   std::vector<store::DispatchedJob> jobs;
   jobs.reserve(target.jobs.size());
@@ -52,14 +92,44 @@ void Dispatcher::Record(pqxx::connection& conn, const std::string& host, const H
 }
 
 void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
-  // One request per host, all hosts in parallel.
-  std::vector<std::pair<const std::string*, std::future<std::string>>> calls;
+  std::vector<std::pair<const std::string*, const HostTarget*>> todo;
   for (const auto& [host, target] : targets) {
-    if (target.jobs.empty()) continue;
-    const HostTarget* t = &target;
-    calls.emplace_back(&host, std::async(std::launch::async, [this, t] { return Send(*t); }));
+    if (!target.jobs.empty()) todo.emplace_back(&host, &target);
   }
-  for (auto& [host, fut] : calls) Record(conn, *host, targets.at(*host), fut.get());
+  if (todo.empty()) return;
+  std::vector<std::vector<std::string>> errors(todo.size());  // per host, per job
+  std::atomic<size_t> next{0};
+  auto sender = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) errors[i] = Send(*todo[i].second);
+  };
+  std::vector<std::thread> threads;
+  int n = std::min<int>(kSenders, static_cast<int>(todo.size()));
+  for (int k = 1; k < n; ++k) threads.emplace_back(sender);
+  sender();  // this thread is one of the senders
+  for (auto& t : threads) t.join();
+
+  std::vector<std::string> delivered;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    // Jobs whose body was refused or lost go back; the rest were delivered.
+    HostTarget failed{todo[i].second->api_url, {}};
+    std::string error;
+    for (size_t k = 0; k < errors[i].size(); ++k) {
+      if (errors[i][k].empty()) continue;
+      failed.jobs.push_back(todo[i].second->jobs[k]);
+      error = errors[i][k];
+    }
+    if (failed.jobs.empty()) {
+      delivered.push_back(*todo[i].first);
+    } else {
+      RecordFailure(conn, *todo[i].first, failed, error);
+    }
+  }
+  if (!delivered.empty()) {
+    metrics_.Add("pgfleet_scheduler_dispatches_total", static_cast<double>(delivered.size()));
+    pqxx::work tx(conn);
+    store::DispatchSucceeded(tx, delivered);
+    tx.commit();
+  }
 }
 
 void Dispatcher::ForwardStops(pqxx::connection& conn) {
@@ -70,8 +140,7 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
     std::string path =
         "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt);
     try {
-      auto ep = net::MakeEndpoint(s.api_url, token_, timeout_seconds_);
-      auto res = ep.client->Post(ep.prefix + path, "", "application/json");
+      auto res = pool_.Post(s.api_url, path, "", timeout_seconds_);
       if (!res || res->status >= 300) {
         spdlog::warn(
             "job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",

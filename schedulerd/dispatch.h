@@ -1,7 +1,7 @@
 #pragma once
 // Delivering decisions to hosts, after the transaction that made them commits:
-// assignments (POST /v1/jobs, one request per host, all hosts in parallel) and
-// stop requests (POST /v1/jobs/ID/stop).
+// assignments (POST /v1/jobs, one request per host) and stop requests
+// (POST /v1/jobs/ID/stop).
 //
 // What must hold: only committed assignments are ever dispatched, so a host
 // never runs a job the database does not say is its. A failed dispatch is
@@ -9,6 +9,11 @@
 // the host); a failed stop is only logged, since hostd's reconcile stops the
 // job anyway. Called by the scheduler loop, on its work connection, outside
 // any formation transaction.
+//
+// How it is sent: a fixed number of sender threads (kSenders) work through
+// the hosts of a pass, over keep-alive connections kept between passes
+// (net::ClientPool), so a pass to 1,000 hosts is neither 1,000 threads nor
+// 1,000 TCP handshakes.
 
 #include <cstdint>
 #include <map>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "core/metrics/metrics.h"
+#include "core/net/client_pool.h"
 
 namespace pgfleet::schedulerd {
 
@@ -37,27 +43,39 @@ struct HostTarget {
 // Host id -> what to send it.
 using Targets = std::map<std::string, HostTarget>;
 
+// Most bytes of one POST /v1/jobs body: well under what hostd accepts
+// (net::kMaxBodyBytes, 1 MiB). A host's batch is split into as many requests
+// as it takes; a job spec's own limits (model::kMaxEnvBytes, ...) keep any
+// single job far below it.
+inline constexpr size_t kMaxDispatchBytes = 768 * 1024;
+
+// The request bodies for `jobs`, in order, each at most max_bytes unless a
+// single job alone is bigger; `first[i]` is the index of body i's first job.
+std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
+                                        std::vector<size_t>* first);
+
 class Dispatcher {
  public:
   // token: the cluster token for hostd's API; timeout_seconds: per request,
   // stretched for big batches. metrics must outlive the dispatcher.
-  Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics)
-      : token_(std::move(token)), timeout_seconds_(timeout_seconds), metrics_(metrics) {}
+  Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics);
 
-  // Sends each host its batch and records the outcome, one transaction per host.
+  // Sends each host its batch, then records the outcomes: one statement for
+  // every host that took its batch, one transaction per host that did not.
   void DispatchAll(pqxx::connection& conn, const Targets& targets);
   // Asks hosts to stop the jobs whose desired state is stop.
   void ForwardStops(pqxx::connection& conn);
 
  private:
-  // POSTs one host's batch; returns "" on success, else what went wrong.
-  std::string Send(const HostTarget& target) const;
-  void Record(pqxx::connection& conn, const std::string& host, const HostTarget& target,
-              const std::string& error);
+  // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns,
+  // per job of the batch, "" when its body was taken, else what went wrong.
+  std::vector<std::string> Send(const HostTarget& target);
+  void RecordFailure(pqxx::connection& conn, const std::string& host, const HostTarget& target,
+                     const std::string& error);
 
-  std::string token_;
   int timeout_seconds_;
   metrics::Registry& metrics_;
+  net::ClientPool pool_;
 };
 
 }  // namespace pgfleet::schedulerd

@@ -10,8 +10,24 @@
 
 namespace pgfleet::schedulerd {
 
-FormationPass::Placed FormationPass::Place(pqxx::transaction_base& tx,
-                                           const std::vector<store::PendingJob>& claimed) {
+namespace {
+
+// Charges the pass's snapshot with a job just assigned to host_id.
+void Charge(std::optional<std::vector<store::SnapshotHost>>* pass_hosts, const std::string& host_id,
+            const placement::JobRequest& job) {
+  if (!pass_hosts->has_value()) return;
+  for (auto& h : **pass_hosts) {
+    if (h.view.id != host_id) continue;
+    h.view.cpu_allocated += job.cpu;
+    h.view.memory_allocated += job.memory;
+  }
+}
+
+}  // namespace
+
+FormationPass::Placed FormationPass::Place(
+    pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
+    std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   Placed out;
   std::map<int64_t, const nlohmann::json*> specs;
   std::vector<placement::JobRequest> todo;
@@ -20,9 +36,16 @@ FormationPass::Placed FormationPass::Place(pqxx::transaction_base& tx,
     todo.push_back(p.request);
   }
   std::map<std::string, std::string> urls;  // host id -> API URL, from the snapshots
+  std::map<int64_t, const placement::JobRequest*> requests;
+  for (const auto& p : claimed) requests[p.request.id] = &p.request;
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
+    // The first round plans against the pass's snapshot; a replan (a host
+    // filled up meanwhile) against fresh state.
+    if (round == 0 && !pass_hosts->has_value()) *pass_hosts = store::LoadHostSnapshot(tx);
+    std::vector<store::SnapshotHost> snapshot =
+        round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx);
     std::vector<placement::HostView> hosts;
-    for (auto& h : store::LoadHostSnapshot(tx)) {
+    for (auto& h : snapshot) {
       urls[h.view.id] = h.api_url;
       hosts.push_back(std::move(h.view));
     }
@@ -32,6 +55,7 @@ FormationPass::Placed FormationPass::Place(pqxx::transaction_base& tx,
     std::set<int64_t> done;
     for (const auto& a : store::AssignJobs(tx, plan.placements)) {
       done.insert(a.job_id);
+      Charge(pass_hosts, a.host_id, *requests[a.job_id]);
       auto& target = out.planned[a.host_id];
       target.api_url = urls[a.host_id];
       target.jobs.push_back(Dispatch{a.job_id, a.attempt, *specs[a.job_id]});
@@ -52,8 +76,9 @@ FormationPass::Placed FormationPass::Place(pqxx::transaction_base& tx,
   return out;
 }
 
-FormationPassResult FormationPass::Work(pqxx::connection& conn, const store::Formation& formation,
-                                        Targets* out) {
+FormationPassResult FormationPass::Work(
+    pqxx::connection& conn, const store::Formation& formation, Targets* out,
+    std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   pqxx::work tx(conn);
   if (!store::TryLockFormation(tx, formation.id)) {
     metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
@@ -66,7 +91,7 @@ FormationPassResult FormationPass::Work(pqxx::connection& conn, const store::For
     tx.commit();
     return {true, false};
   }
-  Placed placed = Place(tx, claimed);
+  Placed placed = Place(tx, claimed, pass_hosts);
   if (!placed.reasons.empty()) store::SetPendingReasons(tx, placed.reasons);
   tx.commit();
   // Only committed assignments are ever dispatched.
@@ -82,7 +107,7 @@ FormationPassResult FormationPass::Work(pqxx::connection& conn, const store::For
   }
   // A full batch means more may be waiting: come back to this formation at once.
   bool full = static_cast<int>(claimed.size()) == batch_size_;
-  return {true, full && placed.assigned > 0};
+  return {true, full && placed.assigned > 0, placed.assigned > 0};
 }
 
 }  // namespace pgfleet::schedulerd

@@ -13,6 +13,7 @@
 // are locked (claim) before host rows (assign). Only assignments that
 // committed reach *out. Called by the scheduler loop only.
 
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "core/metrics/metrics.h"
@@ -24,6 +25,7 @@ namespace pgfleet::schedulerd {
 struct FormationPassResult {
   bool locked = false;        // false: another scheduler holds the formation's lock
   bool more_waiting = false;  // a full batch was claimed and placed: come back at once
+  bool assigned = false;      // it assigned at least one job
 };
 
 class FormationPass {
@@ -33,7 +35,14 @@ class FormationPass {
       : batch_size_(batch_size), metrics_(metrics) {}
 
   // Runs the pass in its own transaction on conn; adds what committed to *out.
-  FormationPassResult Work(pqxx::connection& conn, const store::Formation& formation, Targets* out);
+  // pass_hosts: the hosts as the scheduler pass first saw them, shared by the
+  // pass's formations in priority order and charged with what each assigns
+  // (loaded by the first formation that needs it). Capacity freed while the
+  // pass runs is left to the next pass, where the highest-priority formation
+  // comes first again: a lower-priority formation later in the same pass
+  // must not take it ahead of a higher one that just found none.
+  FormationPassResult Work(pqxx::connection& conn, const store::Formation& formation, Targets* out,
+                           std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
  private:
   struct Placed {
@@ -43,7 +52,8 @@ class FormationPass {
   };
   // Optimistic rounds: plan against a snapshot, commit per host conditionally;
   // jobs whose host filled up meanwhile are re-planned against fresh state.
-  Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed);
+  Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
+               std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
   int batch_size_;
   metrics::Registry& metrics_;

@@ -32,24 +32,26 @@ int main(int argc, char** argv) {
       {"pgfleet-schedulerd", "schedulerd",
        "pgfleet-schedulerd --db DSN --token-file FILE [options]", "pgfleet-schedulerd options",
        "scheduler id (default: <hostname>-<pid>)", "address for /health and /metrics"});
+  // Durations take one syntax everywhere (util::ParseSeconds): 500ms, 2s, 1.5, 10m, 2h, 7d.
   double tick = 1.0, host_ttl = 0;
   int batch = 500;
-  std::string retain = "7d";
-  flags.options().add_options()("tick", po::value(&tick)->default_value(1.0),
-                                "seconds between safety-net passes over all formations")(
+  std::string tick_text = "1s", host_ttl_text, retain = "7d";
+  flags.options().add_options()("tick", po::value(&tick_text)->default_value("1s"),
+                                "time between safety-net passes over all formations")(
       "batch-size", po::value(&batch)->default_value(500),
       "pending jobs claimed per formation per transaction")(
-      "host-ttl", po::value(&host_ttl),
-      "seconds without heartbeat before a host is lost (default: settings host_ttl_seconds, 10)")(
+      "host-ttl", po::value(&host_ttl_text),
+      "time without heartbeat before a host is lost (default: settings host_ttl_seconds, 10 s)")(
       "retain", po::value(&retain)->default_value("7d"),
       "prune finished jobs older than this (90m, 12h, 7d)");
   pgfleet::schedulerd::Config config;
   auto code = flags.Parse(argc, argv, [&](const po::variables_map&) {
-    if (tick <= 0)
-      throw std::invalid_argument("--tick must be > 0 (got " + std::to_string(tick) + ")");
+    tick = pgfleet::util::ParseSeconds("--tick", tick_text);
+    if (!host_ttl_text.empty()) host_ttl = pgfleet::util::ParseSeconds("--host-ttl", host_ttl_text);
     if (batch <= 0)
       throw std::invalid_argument("--batch-size must be > 0 (got " + std::to_string(batch) + ")");
-    config.retain = pgfleet::util::ParseDuration("--retain", retain);
+    config.retain =
+        std::chrono::seconds(static_cast<int64_t>(pgfleet::util::ParseSeconds("--retain", retain)));
   });
   if (code) return *code;
 

@@ -17,6 +17,10 @@ namespace {
 constexpr auto kHeartbeatInterval = std::chrono::seconds(2);
 // Pause before retrying after the database is unreachable or a pass failed.
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// PollForWork's first wait; it doubles up to the tick while nothing turns up.
+constexpr auto kFirstPoll = std::chrono::milliseconds(5);
+// How long a scheduler waits for the idle lock before it polls instead.
+constexpr auto kIdleLockWait = std::chrono::milliseconds(50);
 
 }  // namespace
 
@@ -57,7 +61,8 @@ Scheduler::~Scheduler() { receiver_.reset(); }
 void Scheduler::Listen(pqxx::connection& conn) {
   receiver_.reset();
   receiver_ = std::make_unique<Receiver>(conn, this);
-  all_dirty_ = true;  // notifications sent while we were away are gone: full reconcile
+  all_dirty_ = true;         // notifications sent while we were away are gone: full reconcile
+  holds_idle_lock_ = false;  // a session lock ends with its session
   spdlog::info("scheduler={} listening on {}", config_.id, model::kWorkChannel);
 }
 
@@ -77,20 +82,86 @@ void Scheduler::Maintain(pqxx::connection& conn, Clock::time_point now) {
   }
 }
 
+bool Scheduler::TryIdleLock(pqxx::connection& listen) {
+  // Waits a little (kIdleLockWait) rather than trying once: the transactions
+  // holding it shared are inserts and reports, over in milliseconds, and
+  // while we wait new ones cannot take it shared (they queue behind us), so
+  // they NOTIFY, and we hear them once we hold it. Only a long-open inserting
+  // transaction, or another scheduler asleep with it, makes us give up.
+  try {
+    pqxx::nontransaction tx(listen);
+    tx.exec_params("select set_config('lock_timeout', $1, false)",
+                   std::to_string(kIdleLockWait.count()) + "ms");
+    tx.exec_params("select pg_advisory_lock($1, $2)", model::kLockClass, model::kIdleLockKey);
+    tx.exec0("set lock_timeout = 0");
+    return true;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "55P03") throw;  // lock_not_available: the wait timed out
+    pqxx::nontransaction(listen).exec0("set lock_timeout = 0");
+    return false;
+  }
+}
+
+void Scheduler::ReleaseIdleLock(pqxx::connection& listen) {
+  pqxx::nontransaction tx(listen);
+  tx.exec_params("select pg_advisory_unlock($1, $2)", model::kLockClass, model::kIdleLockKey);
+  holds_idle_lock_ = false;
+}
+
 bool Scheduler::WaitForWork(pqxx::connection& listen, Clock::time_point now) {
   if (all_dirty_ || !dirty_.empty()) {
     listen.get_notifs();
     return true;
   }
-  auto wait = config_.tick - (now - last_full_pass_);
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
-  if (us < 0) us = 0;
-  listen.await_notification(us / 1000000, us % 1000000);
+  auto until_tick =
+      std::chrono::duration_cast<std::chrono::microseconds>(config_.tick - (now - last_full_pass_));
+  if (until_tick.count() < 0) until_tick = std::chrono::microseconds(0);
+  if (!holds_idle_lock_) {
+    if (!TryIdleLock(listen)) {
+      metrics_.Add("pgfleet_scheduler_idle_lock_busy_total", 1);
+      return PollForWork(listen, until_tick);
+    }
+    metrics_.Add("pgfleet_scheduler_sleeps_total", 1);
+    // Every waker that skipped its NOTIFY has committed: look once more.
+    holds_idle_lock_ = true;
+    poll_ = kFirstPoll;
+    all_dirty_ = true;
+    return true;
+  }
+  // A retry whose backoff ends wakes nobody: wake for it ourselves, so it
+  // starts when its backoff says, not at the next tick.
+  auto until = std::min(until_tick, UntilNextRetry(listen));
+  listen.await_notification(until.count() / 1000000, until.count() % 1000000);
   listen.get_notifs();
+  if (until < until_tick && Clock::now() >= now + until) all_dirty_ = true;
+  if (all_dirty_ || !dirty_.empty()) {
+    ReleaseIdleLock(listen);  // awake: wakers need not notify while we work
+    return true;
+  }
   return false;
 }
 
-void Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop) {
+std::chrono::microseconds Scheduler::UntilNextRetry(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  auto r = tx.exec1("select pgfleet.next_retry_in()");
+  if (r[0].is_null()) return std::chrono::microseconds::max();
+  // 1 ms late rather than early: woken early, the job is not due yet.
+  auto us = static_cast<int64_t>(r[0].as<double>() * 1e6) + 1000;
+  return std::chrono::microseconds(std::max<int64_t>(us, 0));
+}
+
+bool Scheduler::PollForWork(pqxx::connection& listen, std::chrono::microseconds until_tick) {
+  if (poll_ < kFirstPoll) poll_ = kFirstPoll;
+  auto wait = std::min<std::chrono::microseconds>(poll_, until_tick);
+  poll_ = std::min<std::chrono::milliseconds>(
+      poll_ * 2, std::chrono::duration_cast<std::chrono::milliseconds>(config_.tick));
+  listen.await_notification(wait.count() / 1000000, wait.count() % 1000000);
+  listen.get_notifs();
+  all_dirty_ = true;
+  return true;
+}
+
+bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop) {
   bool all = all_dirty_;
   std::set<int> dirty;
   dirty.swap(dirty_);
@@ -102,10 +173,14 @@ void Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
     tx.commit();
   }
   Targets targets;
+  bool assigned = false;
+  std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
   for (const auto& f : formations) {
     if (stop) break;
     try {
-      if (formation_pass_.Work(conn, f, &targets).more_waiting) dirty_.insert(f.id);
+      auto result = formation_pass_.Work(conn, f, &targets, &pass_hosts);
+      if (result.more_waiting) dirty_.insert(f.id);
+      assigned = assigned || result.assigned;
     } catch (const pqxx::broken_connection&) {
       throw;
     } catch (const std::exception& e) {
@@ -118,6 +193,7 @@ void Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
   }
   dispatcher_.DispatchAll(conn, targets);
   dispatcher_.ForwardStops(conn);
+  return assigned;
 }
 
 void Scheduler::AfterError(pqxx::connection* lc, pqxx::connection* wc) {
@@ -143,7 +219,7 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
       if (work_conn_.TakeReconnected()) all_dirty_ = true;
       auto now = Clock::now();
       Maintain(*wc, now);
-      if (WaitForWork(*lc, now)) WorkDirty(*wc, stop);
+      if (WaitForWork(*lc, now) && WorkDirty(*wc, stop)) poll_ = kFirstPoll;
     } catch (const pqxx::broken_connection& e) {
       receiver_.reset();
       listen_conn_.MarkBroken(e.what());

@@ -12,6 +12,13 @@
 // connection or NOTIFY only delays work: after a reconnect, and on every tick,
 // every formation is looked at again. Only main() creates a Scheduler; Run
 // blocks its thread.
+//
+// Sleeping: a scheduler with nothing to do takes the idle lock (see
+// model::kIdleLockKey) on its listen connection, looks at every formation once
+// (transactions that skipped their NOTIFY have committed by then), and sleeps
+// until a NOTIFY, which wakers send only while some scheduler holds that lock.
+// Woken, it gives the lock back before working, so its work costs inserts no
+// NOTIFY.
 
 #include <atomic>
 #include <chrono>
@@ -56,9 +63,20 @@ class Scheduler {
   // Heartbeat, sweep and prune when their time has come.
   void Maintain(pqxx::connection& conn, std::chrono::steady_clock::time_point now);
   // Waits for a NOTIFY or the next tick; false when there is nothing to do yet.
+  // Sleeps holding the idle lock (model::kIdleLockKey) when it can get it.
   bool WaitForWork(pqxx::connection& listen, std::chrono::steady_clock::time_point now);
-  // Works the dirty formations, then dispatches what committed.
-  void WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop);
+  // How long until the earliest retry backoff of a pending job ends (max: none waits).
+  std::chrono::microseconds UntilNextRetry(pqxx::connection& conn);
+  // Sleeping without the idle lock: another scheduler sleeps with it (its
+  // notifications wake this one too) or wakers that sent no NOTIFY are still
+  // in flight. Waits a short, growing while, then looks at everything.
+  bool PollForWork(pqxx::connection& listen, std::chrono::microseconds until_tick);
+  // Takes or gives back the idle lock on the listen connection.
+  bool TryIdleLock(pqxx::connection& listen);
+  void ReleaseIdleLock(pqxx::connection& listen);
+  // Works the dirty formations, then dispatches what committed; true when it
+  // assigned anything.
+  bool WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop);
   // After a failed pass: drops connections that closed.
   void AfterError(pqxx::connection* lc, pqxx::connection* wc);
 
@@ -72,6 +90,8 @@ class Scheduler {
   std::unique_ptr<Receiver> receiver_;
   std::set<int> dirty_;
   bool all_dirty_ = true;
+  bool holds_idle_lock_ = false;       // on listen_conn_'s current session
+  std::chrono::milliseconds poll_{0};  // PollForWork's next wait
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_full_pass_{};
   std::chrono::steady_clock::time_point last_prune_{};

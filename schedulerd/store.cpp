@@ -42,7 +42,7 @@ constexpr db::Statement kLoadFormation{
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
     "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       pgfleet.job_spec(j)::text as spec"
+    "       j.privileged, pgfleet.job_spec(j)::text as spec"
     "  from pgfleet.jobs j"
     " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
     "   and (j.not_before is null or j.not_before <= now())"
@@ -51,7 +51,7 @@ constexpr db::Statement kClaimPending{
 constexpr db::Statement kLoadHostSnapshot{
     "schedulerd_load_host_snapshot",
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated,"
-    "       h.labels::text as labels, h.api_url"
+    "       h.labels::text as labels, h.api_url, h.driver <> 'process' as isolates"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
     "   and hb.last_seen > now() - pgfleet.host_ttl()"};
@@ -73,15 +73,14 @@ constexpr db::Statement kLiveReplicas{
     "   and j.desired_state = 'run'"
     " for update of j"};
 
-constexpr db::Statement kCreateReplicas{
-    "schedulerd_create_replicas",
-    "select pgfleet.create_replicas($1, $2) as created"};
+constexpr db::Statement kCreateReplicas{"schedulerd_create_replicas",
+                                        "select pgfleet.create_replicas($1, $2) as created"};
 
 constexpr db::Statement kStopJobs{"schedulerd_stop_jobs",
                                   "select pgfleet.stop_jobs($1::bigint[], $2)"};
 
 constexpr db::Statement kDispatchSucceeded{"schedulerd_dispatch_succeeded",
-                                           "select pgfleet.dispatch_succeeded($1)"};
+                                           "select pgfleet.dispatch_succeeded($1::text[])"};
 
 constexpr db::Statement kDispatchFailed{
     "schedulerd_dispatch_failed", "select pgfleet.dispatch_failed($1, $2::jsonb, $3) as requeued"};
@@ -173,6 +172,7 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
     p.request.memory = r["memory"].as<int>();
     p.request.priority = r["priority"].as<int>();
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
+    p.request.privileged = r["privileged"].as<bool>();
     p.spec = json::parse(r["spec"].as<std::string>());
     out.push_back(std::move(p));
   }
@@ -191,6 +191,7 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx) {
     h.view.cpu_allocated = r["cpu_allocated"].as<int>();
     h.view.memory_allocated = r["memory_allocated"].as<int>();
     h.view.labels = JsonToMap(r["labels"].as<std::string>());
+    h.view.isolates = r["isolates"].as<bool>();
     h.api_url = r["api_url"].as<std::string>();
     out.push_back(std::move(h));
   }
@@ -243,8 +244,8 @@ void StopJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& job_ids,
   db::Exec(tx, kStopJobs, db::ArrayParam(job_ids), reason);
 }
 
-void DispatchSucceeded(pqxx::transaction_base& tx, const std::string& host_id) {
-  db::Exec(tx, kDispatchSucceeded, host_id);
+void DispatchSucceeded(pqxx::transaction_base& tx, const std::vector<std::string>& host_ids) {
+  db::Exec(tx, kDispatchSucceeded, db::ArrayParam(host_ids));
 }
 
 int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,

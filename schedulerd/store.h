@@ -100,8 +100,8 @@ struct DispatchedJob {
   int64_t job_id = 0;
   int attempt = 0;
 };
-// The host took the batch: clears its dispatch-failure suspension.
-void DispatchSucceeded(pqxx::transaction_base& tx, const std::string& host_id);
+// These hosts took their batches: clears their dispatch-failure suspensions.
+void DispatchSucceeded(pqxx::transaction_base& tx, const std::vector<std::string>& host_ids);
 // The host did not: its jobs go back to pending and the host is suspended.
 // Returns how many jobs went back.
 int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,

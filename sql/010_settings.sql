@@ -32,6 +32,27 @@ language sql immutable parallel safe as $$ select '*' $$;
 comment on function pgfleet.all_formations() is
   'Payload of a pgfleet.work_channel() NOTIFY when capacity changed and every formation with pending jobs should be retried. Equals kAllFormations in core/model/constants.h.';
 
+create or replace function pgfleet.idle_lock_key() returns integer
+language sql immutable parallel safe as $$ select -3 $$;
+comment on function pgfleet.idle_lock_key() is
+  'Second key of the idle-schedulers advisory lock (first key pgfleet.lock_class()): a sleeping scheduler holds it exclusively; pgfleet.wake_schedulers() notifies only then. Equals kIdleLockKey in core/model/constants.h.';
+
+create or replace function pgfleet.wake_schedulers(p_payloads text[]) returns void
+language plpgsql as $$
+begin
+  -- Every scheduler is busy (none holds the lock exclusively): no NOTIFY,
+  -- which would serialize this commit with every other notifying one. The
+  -- shared lock lasts until this transaction ends, so a scheduler that goes
+  -- to sleep gets its exclusive lock only after this commits, and then looks
+  -- at everything once before sleeping.
+  if pg_try_advisory_xact_lock_shared(pgfleet.lock_class(), pgfleet.idle_lock_key()) then
+    return;
+  end if;
+  perform pg_notify(pgfleet.work_channel(), p) from unnest(p_payloads) p;
+end $$;
+comment on function pgfleet.wake_schedulers(text[]) is
+  'Wakes sleeping schedulers about these formation ids (or pgfleet.all_formations()): NOTIFYs pgfleet.work_channel() only when a scheduler sleeps holding the idle lock; otherwise takes that lock shared until commit.';
+
 create or replace function pgfleet.host_loss_limit() returns integer
 language sql immutable parallel safe as $$ select 3 $$;
 comment on function pgfleet.host_loss_limit() is
@@ -81,6 +102,78 @@ language sql immutable as $$
 $$;
 comment on function pgfleet.state_after_host_loss(text, integer) is
   'The host-loss rule: the state of a job whose attempt was lost with its host, given its desired_state and its host_losses counting this loss. cancelled if it was being stopped, failed at pgfleet.host_loss_limit() losses, else pending (losses do not count against max_attempts).';
+
+create or replace function pgfleet.host_loss_note(p_state text) returns text
+language sql immutable as $$
+  select case when p_state = 'failed'
+              then '; lost ' || pgfleet.host_loss_limit() || ' times, giving up' else '' end
+$$;
+comment on function pgfleet.host_loss_note(text) is
+  'What a job''s error and its lost event add when the host-loss rule (pgfleet.state_after_host_loss) ended it: ''; lost N times, giving up'' when it failed, else nothing.';
+
+-- Size limits of a job spec (core/model/constants.h: kMaxCommandArgs, ...):
+-- every job fits a dispatch, and no row is a denial of service.
+create or replace function pgfleet.max_command_args() returns integer language sql immutable as 'select 1000';
+create or replace function pgfleet.max_command_bytes() returns integer language sql immutable as 'select 131072';
+create or replace function pgfleet.max_env_bytes() returns integer language sql immutable as 'select 65536';
+create or replace function pgfleet.max_constraints_bytes() returns integer language sql immutable as 'select 16384';
+create or replace function pgfleet.max_path_bytes() returns integer language sql immutable as 'select 4096';
+comment on function pgfleet.max_command_args() is 'Most arguments of a job''s command (core/model/constants.h kMaxCommandArgs).';
+comment on function pgfleet.max_command_bytes() is 'Most bytes of a job''s command, all arguments together (kMaxCommandBytes).';
+comment on function pgfleet.max_env_bytes() is 'Most bytes of a job''s env, names and values together (kMaxEnvBytes).';
+comment on function pgfleet.max_constraints_bytes() is 'Most bytes of a job''s constraints, labels and values together (kMaxConstraintsBytes).';
+comment on function pgfleet.max_path_bytes() is 'Most bytes of a job''s rootfs, and of its user (kMaxPathBytes).';
+
+-- Bytes of a JSON object of strings' names and values together.
+create or replace function pgfleet.map_bytes(p jsonb) returns bigint
+language sql immutable as $$
+  select coalesce(sum(octet_length(key) + octet_length(value)), 0) from jsonb_each_text(p)
+$$;
+comment on function pgfleet.map_bytes(jsonb) is
+  'Bytes of a JSON object of strings, names and values together (how env and constraints are measured against their limits).';
+
+-- What hostd would refuse in a spec beyond the columns' own CHECKs
+-- (core/model/job_spec.cpp Validate, the same rules and messages): env names,
+-- and the size limits. Null when fine, else {field, message}.
+create or replace function pgfleet.spec_problem(p_command text[], p_env jsonb, p_constraints jsonb,
+                                                p_rootfs text, p_run_as text)
+returns text[]
+language plpgsql immutable as $$
+declare
+  v_bad text;
+  v_bytes bigint;
+begin
+  select key into v_bad from jsonb_object_keys(p_env) key where key = '' or key like '%=%' limit 1;
+  if found then
+    return array['env', format('env names must be non-empty and contain no ''='' (got "%s")', v_bad)];
+  end if;
+  if cardinality(p_command) > pgfleet.max_command_args() then
+    return array['command', format('command must have at most %s arguments (got %s)',
+                                   pgfleet.max_command_args(), cardinality(p_command))];
+  end if;
+  v_bytes := coalesce((select sum(octet_length(a)) from unnest(p_command) a), 0);
+  if v_bytes > pgfleet.max_command_bytes() then
+    return array['command', format('command must be at most %s bytes (got %s)', pgfleet.max_command_bytes(), v_bytes)];
+  end if;
+  v_bytes := pgfleet.map_bytes(p_env);
+  if v_bytes > pgfleet.max_env_bytes() then
+    return array['env', format('env must be at most %s bytes (got %s)', pgfleet.max_env_bytes(), v_bytes)];
+  end if;
+  v_bytes := pgfleet.map_bytes(p_constraints);
+  if v_bytes > pgfleet.max_constraints_bytes() then
+    return array['constraints', format('constraints must be at most %s bytes (got %s)',
+                                       pgfleet.max_constraints_bytes(), v_bytes)];
+  end if;
+  if octet_length(p_rootfs) > pgfleet.max_path_bytes() then
+    return array['rootfs', format('rootfs must be at most %s bytes (got %s)', pgfleet.max_path_bytes(), octet_length(p_rootfs))];
+  end if;
+  if octet_length(p_run_as) > pgfleet.max_path_bytes() then
+    return array['run_as', format('user must be at most %s bytes (got %s)', pgfleet.max_path_bytes(), octet_length(p_run_as))];
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.spec_problem(text[], jsonb, jsonb, text, text) is
+  'The first rule of hostd''s spec validation (env names, size limits) the given job fields break, as {field, message}; null when none. Checked at insert of jobs and of formation templates.';
 
 create or replace function pgfleet.try_lock_formation(p_formation integer) returns boolean
 language sql volatile as $$

@@ -48,6 +48,10 @@ begin
     into v_id using command, v_given;
   if v_id is null then  -- a concurrent submit with the same key won
     select j.id into v_id from pgfleet.jobs j where j.idempotency_key = submit.idempotency_key;
+    if not found then  -- a job this caller may not see has the key
+      raise exception 'idempotency_key % is already used by another owner''s job', idempotency_key
+        using errcode = 'unique_violation', column = 'idempotency_key';
+    end if;
   end if;
   return v_id;
 end $$;
@@ -91,10 +95,17 @@ comment on function pgfleet.stop_jobs(bigint[], text) is
   'Stops jobs for a reason: pending ones are cancelled at once, assigned or running ones are stopped on their host, then cancelled. Returns how many changed.';
 
 create or replace function pgfleet.cancel(p_job bigint) returns text
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_state text;
 begin
+  -- Only the job's owner, or an operator, may cancel it; to anyone else it
+  -- does not exist (a submitter cannot learn which ids are others').
+  if not exists (select 1 from pgfleet.jobs j where j.id = p_job
+                    and (j.owner = pgfleet.caller() or pgfleet.has_role(pgfleet.caller(), 'pgfleet_operator'))) then
+    raise exception 'job % does not exist, or is not yours (only its owner or a pgfleet_operator may cancel it)', p_job
+      using errcode = 'no_data_found';
+  end if;
   perform pgfleet.stop_jobs(array[p_job], 'cancelled by user');
   select case when state in ('assigned', 'running') and desired_state = 'stop' then 'stopping' else state end
     into v_state from pgfleet.jobs where id = p_job;
@@ -107,10 +118,11 @@ comment on function pgfleet.cancel(bigint) is
   'Cancels a job: a pending job becomes cancelled at once; an assigned or running one is stopped on its host, then cancelled. Returns cancelled, stopping, or the final state it already had.';
 
 create or replace function pgfleet.scale(p_formation text, p_replicas integer) returns void
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_id integer;
 begin
+  perform pgfleet.require_role('pgfleet_operator', 'scaling a formation');
   if p_replicas < 0 then
     raise exception 'replicas must be >= 0 (got %)', p_replicas using errcode = 'check_violation';
   end if;

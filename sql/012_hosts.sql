@@ -4,11 +4,12 @@ create or replace function pgfleet.register_host(p_id text, p_api_url text, p_cp
                                                  p_memory integer, p_labels jsonb,
                                                  p_driver text, p_driver_note text)
 returns bigint
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_generation bigint;
   v_old pgfleet.hosts;
 begin
+  perform pgfleet.require_host(p_id);
   select * into v_old from pgfleet.hosts where id = p_id;
   if found and (v_old.cpu_allocated > p_cpu or v_old.memory_allocated > p_memory) then
     raise exception 'host % cannot register with cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
@@ -35,7 +36,8 @@ comment on function pgfleet.register_host(text, text, integer, integer, jsonb, t
 
 create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer)
 returns table (state text, generation bigint)
-language sql as $$
+language sql security definer set search_path = pgfleet, pg_temp as $$
+  select pgfleet.require_host(p_host);
   with hb as (
     update pgfleet.host_heartbeats set last_seen = now(), running_jobs = p_running
      where host_id = p_host and host_heartbeats.generation = p_generation
@@ -46,8 +48,9 @@ comment on function pgfleet.heartbeat(text, bigint, integer) is
   'Records a heartbeat from the host''s current generation; returns the host''s state and generation as the database sees them.';
 
 create or replace function pgfleet.set_host_state(p_host text, p_state text) returns void
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 begin
+  perform pgfleet.require_role('pgfleet_operator', 'changing a host''s state');
   if p_state not in ('up', 'draining', 'offline') then
     raise exception 'host state must be up, draining or offline (got %)', p_state
       using errcode = 'check_violation';
@@ -62,8 +65,9 @@ comment on function pgfleet.set_host_state(text, text) is
   'Operator control: up, draining (no new work) or offline.';
 
 create or replace function pgfleet.drain(p_host text, p_deadline interval default null) returns void
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 begin
+  perform pgfleet.require_role('pgfleet_operator', 'draining a host');
   if p_deadline is not null and p_deadline < interval '0' then
     raise exception 'deadline must be >= 0 (got %)', p_deadline using errcode = 'check_violation';
   end if;
@@ -100,7 +104,8 @@ comment on function pgfleet.evict_overdue_drains() is
 
 create or replace function pgfleet.host_jobs(p_host text)
 returns setof pgfleet.jobs
-language sql stable as $$
+language sql stable security definer set search_path = pgfleet, pg_temp as $$
+  select pgfleet.require_host(p_host);
   select * from pgfleet.jobs where host_id = p_host and state in ('assigned', 'running') order by id
 $$;
 comment on function pgfleet.host_jobs(text) is 'Jobs the database says the host should be running (assigned or running).';

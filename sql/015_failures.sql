@@ -34,8 +34,7 @@ begin
          set state = l.state,
              host_losses = j.host_losses + 1,
              error = 'host ' || h.id || ' lost (no heartbeat for ' || p_ttl_seconds || ' s)'
-                     || case when l.state = 'failed'
-                             then '; lost ' || pgfleet.host_loss_limit() || ' times, giving up' else '' end,
+                     || pgfleet.host_loss_note(l.state),
              finished_at = case when l.state <> 'pending' then now() end,
              not_before = null
         from lost l
@@ -49,7 +48,8 @@ begin
     ), events as (
       insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
       select m.id, m.attempt, 'lost', h.id,
-             'host lost (no heartbeat for ' || p_ttl_seconds || ' s); now ' || m.state from moved m
+             'host lost (no heartbeat for ' || p_ttl_seconds || ' s); now ' || m.state
+             || pgfleet.host_loss_note(m.state) from moved m
     )
     select count(*) into v_count from moved;
     host_id := h.id;

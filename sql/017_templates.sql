@@ -23,8 +23,8 @@ begin
   end if;
   select string_agg(quote_ident(c), ', ') into v_columns from unnest(pgfleet.template_columns()) c;
   execute format(
-    'insert into pgfleet.jobs (formation, %1$s)
-     select f.name, %2$s from pgfleet.formations f, generate_series(1, $2)
+    'insert into pgfleet.jobs (formation, owner, privileged, %1$s)
+     select f.name, f.owner, f.privileged, %2$s from pgfleet.formations f, generate_series(1, $2)
       where f.id = $1 and f.kind = ''service''',
     v_columns, (select string_agg('f.' || quote_ident(c), ', ')
                   from unnest(pgfleet.template_columns()) c))

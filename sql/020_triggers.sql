@@ -1,21 +1,96 @@
 -- Triggers re-created on every `pgfleet migrate`.
 
 -- After each INSERT statement: create unknown formations (as batch formations),
--- record a 'created' event per job, and NOTIFY pgfleet_work once per distinct
--- formation in the statement (never once per row: NOTIFY serializes commits).
+-- record a 'created' event per job, and wake sleeping schedulers once per
+-- distinct formation in the statement (pgfleet.wake_schedulers: a NOTIFY only
+-- when some scheduler sleeps, never once per row: NOTIFY serializes commits).
 -- jobs.formation's foreign key is deferred so this statement trigger runs first.
 create or replace function pgfleet.jobs_after_insert() returns trigger
-language plpgsql as $$
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_bad record;
+  v_caller text := pgfleet.caller();
+  v_caller_privileged boolean := pgfleet.caller_privileged();
 begin
-  select n.id, n.state, n.attempt, n.host_id into v_bad from new_jobs n
-   where n.state <> 'pending' or n.attempt <> 0 or n.host_id is not null
+  -- Who may insert what (docs/security.md). A job is its submitter's: only
+  -- admins and schedulers (replicas take their formation's owner) may name
+  -- another owner or mark a job privileged without being privileged.
+  if not (pgfleet.is_admin(v_caller) or pg_has_role(v_caller, 'pgfleet_scheduler', 'member')) then
+    select n.id, case when n.owner <> v_caller then 'owner' else 'privileged' end as col, n.owner
+      into v_bad from new_jobs n
+     where n.owner <> v_caller or (n.privileged and not v_caller_privileged)
+     limit 1;
+    if found and v_bad.col = 'owner' then
+      raise exception 'owner must be the submitting role % (job % sets %)', v_caller, v_bad.id, v_bad.owner
+        using errcode = 'insufficient_privilege', column = 'owner';
+    elsif found then
+      raise exception 'privileged is set by pgfleet: only members of pgfleet_privileged submit privileged jobs (job % sets it)', v_bad.id
+        using errcode = 'insufficient_privilege', column = 'privileged';
+    end if;
+  end if;
+  -- Privileged features (user root, network host, a rootfs path) only in
+  -- privileged jobs: hosts refuse them otherwise, so they are refused here.
+  select n.id, p.problem into v_bad from new_jobs n
+   cross join lateral (select pgfleet.privilege_problem(n.run_as, n.network, n.rootfs) as problem) p
+   where not n.privileged and p.problem is not null
    limit 1;
   if found then
-    raise exception 'jobs must be inserted as pending with attempt 0 and no host_id (job % has state %, attempt %, host_id %)',
-      v_bad.id, v_bad.state, v_bad.attempt, coalesce(v_bad.host_id, 'null')
-      using errcode = 'check_violation', column = 'state';
+    raise exception '%', v_bad.problem[2]
+      using errcode = 'insufficient_privilege', column = v_bad.problem[1],
+            detail = format('job %s', v_bad.id);
+  end if;
+  -- Columns pgfleet owns (state, attempts, host, outcome, timestamps) take
+  -- their defaults at insert: a row that sets one could wedge a host or fake
+  -- an outcome. The first offending column is named.
+  select x.id, x.col into v_bad from (
+    select n.id, case
+      when n.state <> 'pending' then 'state'
+      when n.desired_state <> 'run' then 'desired_state'
+      when n.attempt <> 0 then 'attempt'
+      when n.failures <> 0 then 'failures'
+      when n.host_losses <> 0 then 'host_losses'
+      when n.host_id is not null then 'host_id'
+      when n.pid is not null then 'pid'
+      when n.exit_code is not null then 'exit_code'
+      when n.signal is not null then 'signal'
+      when n.oom_killed then 'oom_killed'
+      when n.error is not null then 'error'
+      when n.output_tail is not null then 'output_tail'
+      when n.peak_memory_bytes is not null then 'peak_memory_bytes'
+      when n.cpu_seconds is not null then 'cpu_seconds'
+      when n.assigned_at is not null then 'assigned_at'
+      when n.started_at is not null then 'started_at'
+      when n.finished_at is not null then 'finished_at'
+      when n.requeue_on_stop then 'requeue_on_stop'
+    end as col
+    from new_jobs n) x
+   where x.col is not null
+   limit 1;
+  if found then
+    raise exception 'jobs must be inserted as pending: % is set by pgfleet, not at insert (job % sets it)',
+      v_bad.col, v_bad.id
+      using errcode = 'check_violation', column = v_bad.col;
+  end if;
+  -- What hostd would refuse (env names, sizes) is refused here, so one job
+  -- can never make a host's dispatch batch fail.
+  -- (A cheap pre-filter first: the text form of a value is never shorter
+  -- than what the limits count, so only rows near a limit, or with a bad env
+  -- name, pay for the exact check.)
+  select n.id, p.problem into v_bad from new_jobs n
+   cross join lateral (select pgfleet.spec_problem(n.command, n.env, n.constraints, n.rootfs, n.run_as) as problem) p
+   where (jsonb_path_exists(n.env, '$.keyvalue() ? (@.key == "" || @.key like_regex "=")')
+          or cardinality(n.command) > pgfleet.max_command_args()
+          or octet_length(n.command::text) > pgfleet.max_command_bytes()
+          or octet_length(n.env::text) > pgfleet.max_env_bytes()
+          or octet_length(n.constraints::text) > pgfleet.max_constraints_bytes()
+          or octet_length(n.rootfs) > pgfleet.max_path_bytes()
+          or octet_length(n.run_as) > pgfleet.max_path_bytes())
+     and p.problem is not null
+   limit 1;
+  if found then
+    raise exception '%', v_bad.problem[2]
+      using errcode = 'check_violation', column = v_bad.problem[1],
+            detail = format('job %s', v_bad.id);
   end if;
   insert into pgfleet.formations (name)
   select distinct n.formation from new_jobs n
@@ -23,13 +98,13 @@ begin
   on conflict (name) do nothing;
   insert into pgfleet.job_events (job_id, attempt, kind)
   select n.id, 0, 'created' from new_jobs n;
-  perform pg_notify(pgfleet.work_channel(), f.id::text)
-     from pgfleet.formations f
-    where f.name in (select distinct n.formation from new_jobs n);
+  perform pgfleet.wake_schedulers(array(
+    select f.id::text from pgfleet.formations f
+     where f.name in (select distinct n.formation from new_jobs n)));
   return null;
 end $$;
 comment on function pgfleet.jobs_after_insert() is
-  'Statement-level AFTER INSERT on jobs: creates unknown formations, writes created events, notifies pgfleet_work once per formation.';
+  'Statement-level AFTER INSERT on jobs: creates unknown formations, writes created events, wakes sleeping schedulers once per formation (pgfleet.wake_schedulers).';
 
 drop trigger if exists jobs_after_insert on pgfleet.jobs;
 create trigger jobs_after_insert
@@ -42,7 +117,7 @@ create or replace function pgfleet.jobs_check_transition() returns trigger
 language plpgsql as $$
 begin
   if not ((old.state = 'pending' and new.state in ('assigned', 'cancelled'))
-       or (old.state = 'assigned' and new.state in ('running', 'pending', 'failed', 'cancelled'))
+       or (old.state = 'assigned' and new.state in ('running', 'succeeded', 'pending', 'failed', 'cancelled'))
        or (old.state = 'running' and new.state in ('succeeded', 'failed', 'cancelled', 'pending'))) then
     raise exception 'illegal state transition for job %: % -> %', old.id, old.state, new.state
       using errcode = 'check_violation', column = 'state';
@@ -50,7 +125,7 @@ begin
   return new;
 end $$;
 comment on function pgfleet.jobs_check_transition() is
-  'Rejects job state changes outside pending -> assigned -> running -> succeeded|failed|cancelled (and back to pending).';
+  'Rejects job state changes outside pending -> assigned -> running -> succeeded|failed|cancelled (and back to pending); assigned -> succeeded is a short job whose running and exit reports were applied together.';
 
 drop trigger if exists jobs_check_transition on pgfleet.jobs;
 create trigger jobs_check_transition
@@ -77,3 +152,68 @@ create trigger formations_notify_update
   after update on pgfleet.formations
   referencing new table as new_formations
   for each statement execute function pgfleet.formations_notify();
+
+-- A formation's replicas are capped by the setting max_replicas (default
+-- 10,000): a typo such as 2147483647 would otherwise have schedulers insert
+-- replicas for hours and grow the database by gigabytes.
+create or replace function pgfleet.formations_check_replicas() returns trigger
+language plpgsql as $$
+declare
+  v_max integer := pgfleet.setting('max_replicas', '10000')::integer;
+begin
+  if new.replicas > v_max then
+    raise exception 'replicas must be <= % (setting max_replicas; got %)', v_max, new.replicas
+      using errcode = 'check_violation', column = 'replicas';
+  end if;
+  return new;
+end $$;
+comment on function pgfleet.formations_check_replicas() is
+  'Refuses a formation whose replicas exceed the setting max_replicas (default 10000).';
+
+drop trigger if exists formations_check_replicas on pgfleet.formations;
+create trigger formations_check_replicas
+  before insert or update of replicas on pgfleet.formations
+  for each row execute function pgfleet.formations_check_replicas();
+
+-- A formation's job template obeys the same spec rules as a job (its
+-- replicas are jobs): refused when written, not when replicas are created.
+create or replace function pgfleet.formations_check_template() returns trigger
+language plpgsql as $$
+declare
+  v_problem text[];
+begin
+  v_problem := pgfleet.spec_problem(coalesce(new.command, array['x']), new.env, new.constraints,
+                                    new.rootfs, new.run_as);
+  if v_problem is not null then
+    raise exception '%', v_problem[2]
+      using errcode = 'check_violation', column = v_problem[1],
+            detail = format('formation %s', new.name);
+  end if;
+  -- Replicas run what the template's last writer asked for: privileged
+  -- features only if that writer was privileged (docs/security.md).
+  if not pgfleet.is_admin(pgfleet.caller()) then
+    if tg_op = 'INSERT' and new.owner <> pgfleet.caller() then
+      raise exception 'owner must be the creating role % (got %)', pgfleet.caller(), new.owner
+        using errcode = 'insufficient_privilege', column = 'owner';
+    elsif tg_op = 'UPDATE' and new.owner <> old.owner then
+      raise exception 'owner of formation % cannot be changed (only by an admin)', new.name
+        using errcode = 'insufficient_privilege', column = 'owner';
+    end if;
+  end if;
+  new.privileged := pgfleet.caller_privileged();
+  v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs);
+  if v_problem is not null and not new.privileged then
+    raise exception '%', v_problem[2]
+      using errcode = 'insufficient_privilege', column = v_problem[1],
+            detail = format('formation %s', new.name);
+  end if;
+  return new;
+end $$;
+comment on function pgfleet.formations_check_template() is
+  'BEFORE INSERT OR UPDATE on formations: the job template must pass pgfleet.spec_problem.';
+
+drop trigger if exists formations_check_template on pgfleet.formations;
+create trigger formations_check_template
+  before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner
+  on pgfleet.formations
+  for each row execute function pgfleet.formations_check_template();

@@ -61,10 +61,18 @@ std::optional<int> Flags::Parse(int argc, char** argv,
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string("--token-file: ") + e.what());
     }
+    common_.dsn = db::ResolveDsn(common_.db);
+    // A connection string libpq cannot parse is a usage error, not an outage
+    // to retry forever (e.g. db = "host=..." quoted in a config file).
+    if (std::string why = db::DsnProblem(common_.dsn); !why.empty()) {
+      throw std::invalid_argument(
+          "--db (or $PGFLEET_DB, or db in the config file) is not a "
+          "connection string libpq can parse: " +
+          why);
+    }
   } catch (const std::exception& e) {
     return Usage(e.what());
   }
-  common_.dsn = db::ResolveDsn(common_.db);
   return std::nullopt;
 }
 

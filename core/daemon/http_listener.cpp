@@ -17,6 +17,8 @@ std::optional<int> HttpListener::Bind(const Flags& flags) {
   } catch (const std::exception&) {
     return flags.Usage("--listen port must be a number (got \"" + listen + "\")");
   }
+  net::PrepareServer(server_);
+  guard_.Install(server_);
   if (port_ == 0)
     port_ = server_.bind_to_any_port(host_);
   else if (!server_.bind_to_port(host_, port_))
@@ -30,6 +32,7 @@ std::optional<int> HttpListener::Bind(const Flags& flags) {
 
 void HttpListener::Serve(const metrics::Registry& metrics, const std::string& who) {
   net::AddHealthAndMetrics(server_, metrics, who);
+  guard_.Start(port_);
   thread_ = std::thread([this] { server_.listen_after_bind(); });
 }
 
@@ -37,6 +40,7 @@ void HttpListener::Stop() {
   if (!thread_.joinable()) return;
   server_.stop();
   thread_.join();
+  guard_.Stop();
 }
 
 }  // namespace pgfleet::daemon

@@ -16,6 +16,7 @@
 
 #include "core/daemon/flags.h"
 #include "core/metrics/metrics.h"
+#include "core/net/connection_guard.h"
 
 namespace pgfleet::daemon {
 
@@ -32,6 +33,8 @@ class HttpListener {
   std::optional<int> Bind(const Flags& flags);
 
   httplib::Server& server() { return server_; }
+  // Bounds slow and numerous clients (core/net/connection_guard.h).
+  net::ConnectionGuard& guard() { return guard_; }
   const std::string& host() const { return host_; }
   int port() const { return port_; }
   std::string address() const { return host_ + ":" + std::to_string(port_); }
@@ -42,6 +45,7 @@ class HttpListener {
 
  private:
   httplib::Server server_;
+  net::ConnectionGuard guard_;
   std::string host_;
   int port_ = -1;
   std::thread thread_;

@@ -1,8 +1,13 @@
 #include "core/db/connection.h"
 
+#include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "core/util/text.h"
 
 namespace pgfleet::db {
 
@@ -10,6 +15,59 @@ std::string ResolveDsn(const std::string& flag_value) {
   if (!flag_value.empty()) return flag_value;
   if (const char* env = std::getenv("PGFLEET_DB"); env && *env) return env;
   return "";  // libpq reads PGHOST, PGPORT, PGDATABASE, ...
+}
+
+std::string DsnProblem(const std::string& dsn) {
+  if (dsn.empty()) return "";  // libpq's PG* variables
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+  if (opts) {
+    PQconninfoFree(opts);
+    return "";
+  }
+  std::string why = err ? util::Trim(err) : "out of memory";
+  if (err) PQfreemem(err);
+  return why;
+}
+
+std::string DaemonDsn(const std::string& dsn) {
+  // What a daemon needs so that a connection that hangs (a peer that stops
+  // answering, packets dropped) fails within seconds instead of when TCP
+  // gives up, minutes later: a connect timeout, keepalives, and
+  // tcp_user_timeout, which also covers data sent and never acknowledged
+  // (keepalives alone do not). Options the DSN sets are left as they are.
+  static const std::vector<std::pair<std::string, std::string>> kDefaults = {
+      {"connect_timeout", "5"},     {"keepalives", "1"},       {"keepalives_idle", "5"},
+      {"keepalives_interval", "2"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "10000"}};
+  std::vector<std::pair<std::string, std::string>> given;
+  if (!dsn.empty()) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+    if (!opts) {
+      if (err) PQfreemem(err);
+      return dsn;  // let the connection report what is wrong with it
+    }
+    for (PQconninfoOption* o = opts; o->keyword; ++o) {
+      if (o->val) given.emplace_back(o->keyword, o->val);
+    }
+    PQconninfoFree(opts);
+  }
+  auto quoted = [](const std::string& v) {
+    std::string out = "'";
+    for (char c : v) {
+      if (c == '\\' || c == '\'') out += '\\';
+      out += c;
+    }
+    return out + "'";
+  };
+  std::string out;
+  for (const auto& [k, v] : given) out += k + "=" + quoted(v) + " ";
+  for (const auto& [k, v] : kDefaults) {
+    bool set = false;
+    for (const auto& g : given) set |= g.first == k;
+    if (!set) out += k + "=" + v + " ";
+  }
+  return out;
 }
 
 std::unique_ptr<pqxx::connection> Connect(const std::string& dsn) {
@@ -24,7 +82,17 @@ pqxx::connection* ReconnectingConnection::Get() {
   auto now = std::chrono::steady_clock::now();
   if (now < next_try_) return nullptr;
   try {
-    conn_ = Connect(dsn_);
+    conn_ = Connect(DaemonDsn(dsn_));
+    // The daemons' statements are short and run thousands of times a second:
+    // JIT compiling one (PostgreSQL does when a generic plan's estimated cost
+    // is high, e.g. the scheduler's formations query) took 430 ms a call.
+    // And none should run for a minute: one that does (waiting on a lock a
+    // forgotten psql session holds) fails and is retried, rather than
+    // stalling the daemon for good. A DSN's own statement_timeout stands.
+    pqxx::nontransaction(*conn_).exec(
+        "set jit = off;"
+        " select set_config('statement_timeout', '60s', false)"
+        "  where current_setting('statement_timeout') = '0'");
     if (on_connect_) on_connect_(*conn_);
     if (down_logged_) spdlog::warn("{}: database connection restored", who_);
     down_logged_ = false;

@@ -12,6 +12,14 @@ namespace pgfleet::db {
 
 // The DSN to use given the --db flag value (may be empty).
 std::string ResolveDsn(const std::string& flag_value);
+// Why libpq cannot parse dsn as a connection string ("" when it can, or
+// when dsn is empty and libpq's PG* variables apply).
+std::string DsnProblem(const std::string& dsn);
+
+// The DSN a daemon connects with: `dsn` (key=value or URI; empty = libpq's
+// PG* variables) with connect_timeout, TCP keepalives and tcp_user_timeout
+// added where it does not set them, so a hung connection fails in seconds.
+std::string DaemonDsn(const std::string& dsn);
 
 // Opens a connection; throws pqxx::broken_connection on failure.
 std::unique_ptr<pqxx::connection> Connect(const std::string& dsn);

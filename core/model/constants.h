@@ -14,6 +14,15 @@ inline constexpr int kLockClass = 0x70676674;
 inline constexpr int kMigrateLockKey = -1;
 // Second key of the lock that lets one scheduler at a time prune old jobs.
 inline constexpr int kPruneLockKey = -2;
+// Second key of the idle-schedulers lock. A scheduler about to sleep holds it
+// exclusively (session level); whatever would wake the schedulers (a job
+// insert, freed capacity) takes it shared for its transaction when it can,
+// and only NOTIFYs when it cannot, i.e. when some scheduler sleeps. So busy
+// schedulers cost inserts no NOTIFY (NOTIFY serializes commits), and a
+// scheduler that gets the lock knows every silent transaction before it has
+// committed: it looks at everything once, then sleeps until notified.
+// SQL: pgfleet.idle_lock_key(), pgfleet.wake_schedulers().
+inline constexpr int kIdleLockKey = -3;
 
 // Channel the jobs trigger NOTIFYs; payload is a formation id, or
 // kAllFormations when capacity was freed and every formation with pending
@@ -34,5 +43,16 @@ inline constexpr int kHostLossLimit = 3;
 // fresh snapshot at most this many times per transaction when another
 // scheduler took the capacity first (scheduler-only; no SQL counterpart).
 inline constexpr int kReplanRounds = 3;
+
+// Size limits of a job spec, so every job fits a dispatch (hostd accepts
+// bodies up to 1 MiB) and no row is a denial of service. The database
+// refuses them at insert (pgfleet.spec_problem) and hostd again.
+// SQL: pgfleet.max_command_args(), max_command_bytes(), max_env_bytes(),
+// max_constraints_bytes(), max_path_bytes().
+inline constexpr int kMaxCommandArgs = 1000;
+inline constexpr int kMaxCommandBytes = 128 * 1024;     // all arguments together
+inline constexpr int kMaxEnvBytes = 64 * 1024;          // names and values together
+inline constexpr int kMaxConstraintsBytes = 16 * 1024;  // labels and values together
+inline constexpr int kMaxPathBytes = 4096;              // rootfs, user
 
 }  // namespace pgfleet::model

@@ -1,17 +1,17 @@
 #include "core/model/job_spec.h"
 
+#include <regex>
 #include <set>
+
+#include "core/model/constants.h"
+#include "core/model/json_limits.h"
 
 namespace pgfleet::model {
 namespace {
 
 using nlohmann::json;
 
-std::string Show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string Show(const json& v) { return ShowJson(v); }
 
 int IntField(const json& j, const char* field, int fallback) {
   auto it = j.find(field);
@@ -56,6 +56,43 @@ std::map<std::string, std::string> StringMap(const json& j, const char* field) {
   return out;
 }
 
+// Bytes of a string map's names and values together.
+size_t MapBytes(const std::map<std::string, std::string>& m) {
+  size_t n = 0;
+  for (const auto& [k, v] : m) n += k.size() + v.size();
+  return n;
+}
+
+// The size limits (constants.h), with the database's messages.
+void ValidateSizes(const JobSpec& s) {
+  auto over = [](size_t got, int limit, const char* what) {
+    return std::string(what) + " must be at most " + std::to_string(limit) + " bytes (got " +
+           std::to_string(got) + ")";
+  };
+  if (s.command.size() > static_cast<size_t>(kMaxCommandArgs)) {
+    throw SpecError("command", "command must have at most " + std::to_string(kMaxCommandArgs) +
+                                   " arguments (got " + std::to_string(s.command.size()) + ")");
+  }
+  size_t command_bytes = 0;
+  for (const auto& a : s.command) command_bytes += a.size();
+  if (command_bytes > static_cast<size_t>(kMaxCommandBytes)) {
+    throw SpecError("command", over(command_bytes, kMaxCommandBytes, "command"));
+  }
+  if (MapBytes(s.env) > static_cast<size_t>(kMaxEnvBytes)) {
+    throw SpecError("env", over(MapBytes(s.env), kMaxEnvBytes, "env"));
+  }
+  if (MapBytes(s.constraints) > static_cast<size_t>(kMaxConstraintsBytes)) {
+    throw SpecError("constraints",
+                    over(MapBytes(s.constraints), kMaxConstraintsBytes, "constraints"));
+  }
+  if (s.rootfs.size() > static_cast<size_t>(kMaxPathBytes)) {
+    throw SpecError("rootfs", over(s.rootfs.size(), kMaxPathBytes, "rootfs"));
+  }
+  if (s.user.size() > static_cast<size_t>(kMaxPathBytes)) {
+    throw SpecError("user", over(s.user.size(), kMaxPathBytes, "user"));
+  }
+}
+
 }  // namespace
 
 JobSpec ParseJobSpec(const json& j) {
@@ -73,7 +110,8 @@ JobSpec ParseJobSpec(const json& j) {
                                               "network",
                                               "pids_max",
                                               "cpu_hard_limit",
-                                              "stop_grace_seconds"};
+                                              "stop_grace_seconds",
+                                              "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
   }
@@ -100,12 +138,14 @@ JobSpec ParseJobSpec(const json& j) {
   s.network = StringField(j, "network", "host");
   s.pids_max = IntField(j, "pids_max", kDefaultPidsMax);
   s.stop_grace_seconds = IntField(j, "stop_grace_seconds", kDefaultStopGraceSeconds);
-  if (auto it = j.find("cpu_hard_limit"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) {
-      throw SpecError("cpu_hard_limit",
-                      "cpu_hard_limit must be true or false (got " + Show(*it) + ")");
+  for (auto [name, field] :
+       {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
+    if (auto it = j.find(name); it != j.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        throw SpecError(name, std::string(name) + " must be true or false (got " + Show(*it) + ")");
+      }
+      *field = it->get<bool>();
     }
-    s.cpu_hard_limit = it->get<bool>();
   }
   Validate(s);
   return s;
@@ -133,6 +173,7 @@ void Validate(const JobSpec& s) {
       throw SpecError("env", "env names must be non-empty and contain no '=' (got \"" + k + "\")");
     }
   }
+  ValidateSizes(s);
   if (s.network != "host" && s.network != "none") {
     throw SpecError("network", "network must be \"host\" or \"none\" (got \"" + s.network + "\")");
   }
@@ -157,7 +198,30 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"network", s.network},
               {"pids_max", s.pids_max},
               {"cpu_hard_limit", s.cpu_hard_limit},
-              {"stop_grace_seconds", s.stop_grace_seconds}};
+              {"stop_grace_seconds", s.stop_grace_seconds},
+              {"privileged", s.privileged}};
+}
+
+std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpec& s) {
+  static const std::regex root("^(root|0+)(:.*)?$");
+  static const std::regex name("^[A-Za-z0-9_-][A-Za-z0-9._-]*$");
+  if (std::regex_match(s.user, root)) {
+    return std::pair{std::string("user"), "user " + s.user +
+                                              " runs the job as root: only members of "
+                                              "pgfleet_privileged may ask for it"};
+  }
+  if (s.network == "host") {
+    return std::pair{std::string("network"),
+                     std::string("network host shares the host's network: only members of "
+                                 "pgfleet_privileged may ask for it (others get network none)")};
+  }
+  if (!s.rootfs.empty() && !std::regex_match(s.rootfs, name)) {
+    return std::pair{std::string("rootfs"),
+                     "rootfs " + s.rootfs +
+                         " is a path: only members of pgfleet_privileged may give one; others "
+                         "name a root filesystem under hostd's rootfs directory"};
+  }
+  return std::nullopt;
 }
 
 std::pair<std::string, std::string> ParseKeyValue(const std::string& field, const std::string& kv) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,7 +48,17 @@ struct JobSpec {
   int pids_max = kDefaultPidsMax;
   bool cpu_hard_limit = false;  // also set a CFS quota of `cpu` millicores
   int stop_grace_seconds = kDefaultStopGraceSeconds;
+
+  // Set by the database (jobs.privileged): the submitter was a member of
+  // pgfleet_privileged, so the privileged features below may be used.
+  bool privileged = false;
 };
+
+// The privileged features a spec asks for, the same rules as the database's
+// pgfleet.privilege_problem: user root (or uid 0), network host, a rootfs
+// that is a path rather than a name. Returns {field, message} for the first,
+// or nullopt. Only privileged specs may ask for them (docs/security.md).
+std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpec& s);
 
 // Parses and validates a spec object. Missing fields take their defaults;
 // unknown fields are rejected (a typo must not silently change nothing).

@@ -1,6 +1,9 @@
 #include "core/model/report.h"
 
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pgfleet::model {
 
@@ -67,10 +70,26 @@ template <typename T>
 T Optional(const json& j, const char* name, T fallback) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return fallback;
+  auto wrong = [&](const std::string& rule) {
+    return std::invalid_argument(std::string("report ") + name + " " + rule);
+  };
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Integers only, and only those T holds: a float or an out-of-range
+    // number converted to T would be undefined or wrong (found by fuzzing).
+    if (!it->is_number_integer()) throw wrong("must be an integer");
+    if (it->is_number_unsigned()) {
+      if (it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        throw wrong("is out of range");
+    } else {
+      int64_t v = it->get<int64_t>();
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+        throw wrong("is out of range");
+    }
+  }
   try {
     return it->get<T>();
   } catch (const json::exception&) {
-    throw std::invalid_argument(std::string("report ") + name + " has the wrong type");
+    throw wrong("has the wrong type");
   }
 }
 
@@ -80,9 +99,13 @@ Report ReportFromJson(const json& j) {
   if (!j.is_object()) throw std::invalid_argument("report must be a JSON object");
   Report r;
   r.job = Field(j, "job", &json::is_number_integer, "an integer").get<int64_t>();
-  r.attempt = Field(j, "attempt", &json::is_number_integer, "an integer").get<int>();
-  const auto kind = ParseReportKind(Field(j, "kind", &json::is_string, "a string").get<std::string>());
-  if (!kind) throw std::invalid_argument("report kind must be running, exited, start_failed or lost");
+  r.attempt = Optional<int>(j, "attempt", 0);
+  if (!j.contains("attempt") || j["attempt"].is_null())
+    throw std::invalid_argument("report attempt must be an integer");
+  const auto kind =
+      ParseReportKind(Field(j, "kind", &json::is_string, "a string").get<std::string>());
+  if (!kind)
+    throw std::invalid_argument("report kind must be running, exited, start_failed or lost");
   r.kind = *kind;
   r.pid = Optional<int64_t>(j, "pid", 0);
   r.exit_code = Optional<int>(j, "exit_code", -1);

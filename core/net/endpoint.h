@@ -17,6 +17,15 @@ struct Endpoint {
   std::string prefix;                       // "" or "/path" (no trailing slash)
 };
 
+// Splits a host's API base URL http://host[:port][/path] into its origin
+// ("http://host:port") and path prefix ("" or "/path", no trailing slash).
+// Throws std::invalid_argument naming the URL when it is not of that form.
+struct BaseUrl {
+  std::string origin;
+  std::string prefix;
+};
+BaseUrl SplitBaseUrl(const std::string& base_url);
+
 // Accepts http://host[:port][/path] (a trailing slash is dropped; no query
 // or fragment). Throws std::invalid_argument naming the URL otherwise.
 Endpoint MakeEndpoint(const std::string& base_url, const std::string& token,

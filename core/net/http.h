@@ -4,13 +4,13 @@
 
 #include <httplib.h>
 
-#include "core/metrics/metrics.h"
-
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "core/metrics/metrics.h"
 
 namespace pgfleet::net {
 
@@ -32,7 +32,12 @@ void ErrorResponse(httplib::Response& res, int status, const std::string& messag
 std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const std::string& token,
                                             int timeout_seconds = 5);
 
+// Settings every pgfleet HTTP server needs; call before binding (TCP_NODELAY
+// is set on the listening socket, and accepted ones inherit it).
+void PrepareServer(httplib::Server& server);
+
 // Serves GET /health and GET /metrics (no auth: they reveal nothing sensitive).
-void AddHealthAndMetrics(httplib::Server& server, const metrics::Registry& metrics, const std::string& who);
+void AddHealthAndMetrics(httplib::Server& server, const metrics::Registry& metrics,
+                         const std::string& who);
 
 }  // namespace pgfleet::net

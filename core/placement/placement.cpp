@@ -75,15 +75,17 @@ std::vector<size_t> HostsById(const std::vector<HostView>& hosts) {
   return order;
 }
 
-// Stage 1, feasibility by labels: the hosts (from `by_id`, in that order) whose
-// labels satisfy `constraints`. Labels do not change during a plan, so this is
-// computed once per distinct constraint set, not once per job.
-std::vector<size_t> MatchingHosts(const Constraints& constraints,
+// Stage 1, feasibility by labels and isolation: the hosts (from `by_id`, in
+// that order) whose labels satisfy `constraints` and that may run a job of
+// that privilege. Neither changes during a plan, so this is computed once per
+// distinct (constraints, privileged), not once per job.
+std::vector<size_t> MatchingHosts(const Constraints& constraints, bool privileged,
                                   const std::vector<HostView>& hosts,
                                   const std::vector<size_t>& by_id) {
   std::vector<size_t> out;
   for (size_t i : by_id) {
-    if (Satisfies(constraints, hosts[i].labels)) out.push_back(i);
+    if ((privileged || hosts[i].isolates) && Satisfies(constraints, hosts[i].labels))
+      out.push_back(i);
   }
   return out;
 }
@@ -113,6 +115,17 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
   if (std::string error = RequestError(job); !error.empty()) return {job.id, error, true};
   if (hosts.empty()) return {job.id, "no host is up", true};
   if (matching.empty()) {
+    bool by_labels = std::any_of(hosts.begin(), hosts.end(), [&](const HostView& h) {
+      return Satisfies(job.constraints, h.labels);
+    });
+    if (by_labels && !job.privileged) {
+      return {job.id,
+              "no host isolates jobs" +
+                  (job.constraints.empty() ? "" : " matching " + ConstraintsText(job.constraints)) +
+                  ": process-driver hosts run only privileged jobs (submitters in "
+                  "pgfleet_privileged)",
+              true};
+    }
     return {job.id, "no host matches constraints " + ConstraintsText(job.constraints), true};
   }
   int largest_cpu = std::numeric_limits<int>::min();
@@ -148,7 +161,7 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
 }  // namespace
 
 bool LabelsMatch(const JobRequest& job, const HostView& host) {
-  return Satisfies(job.constraints, host.labels);
+  return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels);
 }
 
 bool Fits(const JobRequest& job, const HostView& host) {
@@ -171,7 +184,8 @@ bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b) {
 }
 
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {
-  return Explain(job, MatchingHosts(job.constraints, hosts, HostsById(hosts)), hosts);
+  return Explain(job, MatchingHosts(job.constraints, job.privileged, hosts, HostsById(hosts)),
+                 hosts);
 }
 
 // Stage 3, the plan: jobs in PlacesBefore order, each on PickHost's choice, the
@@ -179,13 +193,13 @@ Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hos
 Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
   std::stable_sort(jobs.begin(), jobs.end(), PlacesBefore);
   const std::vector<size_t> by_id = HostsById(hosts);
-  std::map<Constraints, std::vector<size_t>> matching_by_constraints;
+  std::map<std::pair<Constraints, bool>, std::vector<size_t>> matching_by_constraints;
 
   Plan plan;
   plan.placements.reserve(jobs.size());
   for (const JobRequest& job : jobs) {
-    auto [it, inserted] = matching_by_constraints.try_emplace(job.constraints);
-    if (inserted) it->second = MatchingHosts(job.constraints, hosts, by_id);
+    auto [it, inserted] = matching_by_constraints.try_emplace({job.constraints, job.privileged});
+    if (inserted) it->second = MatchingHosts(job.constraints, job.privileged, hosts, by_id);
     const std::vector<size_t>& matching = it->second;
 
     const size_t best = RequestError(job).empty() ? PickHost(job, matching, hosts) : kNoHost;

@@ -19,6 +19,9 @@ struct HostView {
   int cpu_allocated = 0;
   int memory_allocated = 0;
   std::map<std::string, std::string> labels;
+  // False for a host whose driver runs jobs without isolation (the process
+  // driver): it takes only privileged jobs (docs/security.md).
+  bool isolates = true;
 };
 
 struct JobRequest {
@@ -27,6 +30,7 @@ struct JobRequest {
   int memory = 0;  // MiB
   int priority = 50;
   std::map<std::string, std::string> constraints;  // all must equal the host's labels
+  bool privileged = false;  // its submitter was privileged: it may run on any host
 };
 
 struct Placement {
@@ -50,7 +54,8 @@ struct Plan {
   std::vector<Unplaced> unplaced;
 };
 
-// True when the host's labels satisfy every constraint of the job.
+// True when the host's labels satisfy every constraint of the job, and the
+// host isolates jobs or the job is privileged.
 bool LabelsMatch(const JobRequest& job, const HostView& host);
 
 // True when the host has the free cpu and memory for the job right now.

@@ -119,6 +119,32 @@ std::chrono::seconds ParseDuration(const std::string& flag, const std::string& v
   return std::chrono::seconds(n * mult);
 }
 
+double ParseSeconds(const std::string& flag, const std::string& v) {
+  // A number, then an optional unit: ms, s (the default), m, h or d.
+  size_t used = 0;
+  double n = -1;
+  try {
+    n = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = used > 0 ? v.substr(used) : "?";
+  double mult = unit == "" || unit == "s" ? 1
+                : unit == "ms"            ? 0.001
+                : unit == "m"             ? 60
+                : unit == "h"             ? 3600
+                : unit == "d"             ? 86400
+                                          : 0;
+  if (used == 0 || mult == 0 || !(n > 0) || n * mult > 1e9 ||
+      v.find_first_of("xXeEnNiI", 0) < used) {  // no hex, exponent, nan or inf
+    throw std::invalid_argument(flag +
+                                " must be a positive duration like 500ms, 2s, 1.5, 10m, "
+                                "2h or 7d (a bare number is seconds; got \"" +
+                                v + "\")");
+  }
+  return n * mult;
+}
+
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";

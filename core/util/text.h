@@ -27,6 +27,11 @@ std::string ReadFile(const std::string& path);
 std::chrono::seconds ParseDuration(const std::string& flag, const std::string& value,
                                    bool allow_zero = false);
 
+// A duration flag or config value in seconds: a positive number with an
+// optional unit, ms, s (the default), m, h or d ("500ms", "2s", "0.5", "7d").
+// Throws std::invalid_argument naming the flag and the syntax.
+double ParseSeconds(const std::string& flag, const std::string& value);
+
 // Trims ASCII whitespace at both ends.
 std::string Trim(const std::string& s);
 

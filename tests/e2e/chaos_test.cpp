@@ -1,6 +1,7 @@
 // Chaos, bounded to a few minutes: 2 schedulers, 3 hosts, a few hundred mixed
 // jobs (short batch, long batch, failing batch, service replicas), random
-// kill -9 of schedulers and hosts with restarts, and one PostgreSQL restart.
+// kill -9 of schedulers and hosts with restarts, one PostgreSQL restart, and
+// hostile HTTP requests against the hosts throughout.
 // Afterwards the invariants are checked from the database and from the hosts'
 // processes, and the counts printed.
 
@@ -14,9 +15,11 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/util/text.h"
+#include "hostile_traffic.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {
@@ -141,6 +144,20 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
     }
   });
 
+  // Hostile requests against whichever hosts are up, all through the chaos.
+  HostileTraffic hostile(
+      [&] {
+        std::vector<HostileTarget> targets;
+        try {
+          std::istringstream urls(db.Scalar(
+              "select string_agg(api_url, ' ') from pgfleet.hosts where state <> 'lost'"));
+          for (std::string url; urls >> url;) targets.push_back({PortOf(url), ""});
+        } catch (const std::exception&) {  // PostgreSQL is restarting
+        }
+        return targets;
+      },
+      util::Trim(util::ReadFile(cluster.token_file())));
+
   // Chaos for a bounded time.
   std::mt19937 rng(20261121);
   int kills = 0, restarts = 0, pg_restarts = 0;
@@ -183,12 +200,14 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
       180s);
   stop = true;
   watcher.join();
+  hostile.Stop();
   long long jobs = db.Count("select count(*) from pgfleet.jobs");
   long long succeeded = db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'");
   long long lost_events = db.Count("select count(*) from pgfleet.job_events where kind = 'lost'");
   std::cerr << "chaos: jobs=" << jobs << " succeeded=" << succeeded << " kills=" << kills
             << " restarts=" << restarts << " postgres_restarts=" << pg_restarts
-            << " lost_events=" << lost_events << " violations=" << violations.load() << "\n";
+            << " lost_events=" << lost_events << " violations=" << violations.load()
+            << " hostile_requests=" << hostile.sent() << "\n";
   ASSERT_TRUE(settled)
       << db.Scalar(
              "select string_agg(formation || ':' || state || ':' || n, ', ') from (select"

@@ -69,6 +69,23 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
        {"--id", "h", "--token-file", token_, "--data-dir", dir_.path() + "/h", "--driver", "kvm"},
        "--driver"},
       {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--config", bad_config}, "bad.conf"},
+      // Durations: one syntax everywhere (500ms, 2s, 1.5, 10m, 2h, 7d).
+      {"pgfleet-schedulerd",
+       {"--token-file", token_, "--tick", "2x"},
+       "--tick must be a positive duration"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--heartbeat-interval", "1x"},
+       "--heartbeat-interval must be a positive duration"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--reconcile-interval", "0"},
+       "--reconcile-interval must be a positive duration"},
+      // A connection string libpq cannot parse is a usage error, not an outage.
+      {"pgfleet-schedulerd", {"--token-file", token_, "--db", "\"host=127.0.0.1\""}, "--db"},
+      {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--db", "host=x port"}, "--db"},
+      // Jobs fenced 2.5 s after the last heartbeat: no room for two heartbeats of 2 s.
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--host-ttl", "3", "--heartbeat-interval", "2"},
+       "at least 2 x --heartbeat-interval"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {BinaryPath(c.binary)};
@@ -100,7 +117,7 @@ TEST_F(DaemonFlagsTest, ConfigFileSetsOptionsTheCommandLineOverridesAndHealthIsS
   TestDatabase db;
   std::string conf = WriteConfig(
       "scheduler.conf",
-      "db = " + db.dsn() + "\nid = from-config\ntoken-file = " + token_ + "\ntick = 0.5\n");
+      "db = " + db.dsn() + "\nid = from-config\ntoken-file = " + token_ + "\ntick = 2s\n");
   Process from_file({BinaryPath("pgfleet-schedulerd"), "--config", conf},
                     dir_.path() + "/from-file.log");
   Process overridden({BinaryPath("pgfleet-schedulerd"), "--config", conf, "--id", "from-cli"},
@@ -134,7 +151,8 @@ TEST_F(DaemonFlagsTest, HostdReadsItsConfigFileAndStopsOnSigterm) {
   std::string conf =
       WriteConfig("host.conf", "db = " + db.dsn() + "\nid = conf-host\ntoken-file = " + token_ +
                                    "\ndriver = process\ncpu = 1000\nmemory = 512\n"
-                                   "heartbeat-interval = 0.5\nlabel = zone=c\ndata-dir = " +
+                                   "heartbeat-interval = 500ms\nhost-ttl = 10s\n"
+                                   "reconcile-interval = 1s\nlabel = zone=c\ndata-dir = " +
                                    dir_.path() + "/conf-host\n");
   Process host({BinaryPath("pgfleet-hostd"), "--config", conf}, dir_.path() + "/host.log");
   ASSERT_TRUE(WaitFor(

@@ -119,6 +119,13 @@ TEST(PartitionTest, PartitionedHostFencesItselfAndItsJobRunsOnceElsewhere) {
   // The cut-off host stopped attempt 1 by itself before attempt 2 ran: never two live attempts.
   EXPECT_TRUE(ProcessGone(pid1)) << "attempt 1 (pid " << pid1 << ") still runs next to attempt 2";
   EXPECT_EQ("lost", db.Scalar("select state from pgfleet.hosts where id = 'h1'"));
+  // Its hung connection (packets dropped, nothing refused) is given up within
+  // seconds (tcp_user_timeout 10 s, db::DaemonDsn), not when TCP's
+  // retransmissions give up some 15 minutes later.
+  EXPECT_TRUE(WaitFor(
+      [&] { return cluster.Logs().find("host h1: database connection lost") != std::string::npos; },
+      30s))
+      << cluster.Logs();
 
   ns.Heal();
   ASSERT_TRUE(WaitFor(

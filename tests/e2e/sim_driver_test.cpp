@@ -37,6 +37,7 @@ class SimDriverTest : public ::testing::Test {
   static model::JobSpec Spec(const std::string& seconds, const std::string& exit_code = "") {
     model::JobSpec spec;
     spec.command = {"true"};
+    spec.network = "none";         // an unprivileged job's spec: nothing hostd refuses
     spec.stop_grace_seconds = 30;  // a sim stop must not wait for it
     if (!seconds.empty()) spec.env[hostd::kSimSecondsEnv] = seconds;
     if (!exit_code.empty()) spec.env[hostd::kSimExitCodeEnv] = exit_code;
@@ -114,19 +115,24 @@ TEST_F(SimDriverTest, StopEndsTheJobAtOnceWithSignal15) {
   EXPECT_EQ(out->exit_code, -1);
 }
 
-TEST_F(SimDriverTest, FenceKillsEveryLiveAttemptWithSignal9AndRefusesNewOnes) {
+TEST_F(SimDriverTest, FenceKillsEveryLiveAttemptAndRefusesNewOnesReportingThemLost) {
   for (int64_t job = 10; job < 13; ++job) {
     ASSERT_EQ(Start(job, 1, Spec("600")), Supervisor::StartResult::kStarted);
   }
   EXPECT_EQ(supervisor_.Fence("test fence"), 3u);
+  // Lost with the host, not failed: the job did nothing wrong.
   for (int64_t job = 10; job < 13; ++job) {
     auto out = Outcome(job, 1);
     ASSERT_TRUE(out) << job;
-    EXPECT_EQ(out->signal, SIGKILL);
+    EXPECT_EQ(out->kind, ReportKind::kLost);
     EXPECT_EQ(out->error, "test fence");
   }
   EXPECT_EQ(supervisor_.LiveCount(), 0u);
   EXPECT_EQ(Start(13, 1, Spec("0")), Supervisor::StartResult::kFailed);
+  auto refused = Outcome(13, 1);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->kind, ReportKind::kLost);
+  EXPECT_NE(refused->error.find("host is self-fenced (test fence)"), std::string::npos);
   supervisor_.Unfence();
   EXPECT_EQ(Start(14, 1, Spec("0")), Supervisor::StartResult::kStarted);
   EXPECT_TRUE(Outcome(14, 1));
@@ -148,8 +154,19 @@ TEST_F(SimDriverTest, AnAttemptNeverStartsTwice) {
   EXPECT_EQ(Start(20, 2, Spec("0")), Supervisor::StartResult::kStarted);
 }
 
+TEST_F(SimDriverTest, AStopOfAnAttemptNeverSeenCreatesNothing) {
+  EXPECT_FALSE(supervisor_.Stop(31, 1));
+  EXPECT_FALSE(supervisor_.Known(31, 1));
+  // So the job, dispatched later, runs.
+  EXPECT_EQ(Start(31, 1, Spec("0")), Supervisor::StartResult::kStarted);
+  auto out = Outcome(31, 1);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->kind, ReportKind::kExited);
+}
+
 TEST_F(SimDriverTest, StopBeforeStartMeansItNeverStarts) {
-  ASSERT_TRUE(supervisor_.Stop(30, 1));
+  ASSERT_TRUE(supervisor_.StopBeforeStart(30, 1));
+  EXPECT_FALSE(supervisor_.StopBeforeStart(30, 1));
   auto out = Outcome(30, 1);
   ASSERT_TRUE(out);
   EXPECT_EQ(out->kind, ReportKind::kStartFailed);

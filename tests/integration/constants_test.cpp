@@ -24,6 +24,12 @@ TEST(Constants, SqlFactsEqualTheCppConstants) {
   EXPECT_EQ(db.Scalar("select pgfleet.work_channel()"), model::kWorkChannel);
   EXPECT_EQ(db.Scalar("select pgfleet.all_formations()"), model::kAllFormations);
   EXPECT_EQ(db.Count("select pgfleet.host_loss_limit()"), model::kHostLossLimit);
+  EXPECT_EQ(db.Count("select pgfleet.idle_lock_key()"), model::kIdleLockKey);
+  EXPECT_EQ(db.Count("select pgfleet.max_command_args()"), model::kMaxCommandArgs);
+  EXPECT_EQ(db.Count("select pgfleet.max_command_bytes()"), model::kMaxCommandBytes);
+  EXPECT_EQ(db.Count("select pgfleet.max_env_bytes()"), model::kMaxEnvBytes);
+  EXPECT_EQ(db.Count("select pgfleet.max_constraints_bytes()"), model::kMaxConstraintsBytes);
+  EXPECT_EQ(db.Count("select pgfleet.max_path_bytes()"), model::kMaxPathBytes);
 }
 
 TEST(Constants, HostTtlDefaultEqualsTheCppConstant) {

@@ -139,6 +139,47 @@ TEST(JobsTable, InsertingARunningJobByHandIsRejected) {
   EXPECT_EQ(db.Count("select count(*) from pgfleet.job_events"), 0);
 }
 
+TEST(JobsTable, ColumnsPgfleetOwnsCannotBeSetAtInsertAndTheErrorNamesThem) {
+  TestDatabase db;
+  // Each of these once let a hand-written row fake an outcome or wedge a host
+  // (failures = 1100 overflowed the retry backoff in every report batch).
+  for (const auto& [column, value] :
+       std::vector<std::pair<std::string, std::string>>{{"desired_state", "'stop'"},
+                                                        {"failures", "1100"},
+                                                        {"host_losses", "2"},
+                                                        {"pid", "1"},
+                                                        {"exit_code", "0"},
+                                                        {"signal", "9"},
+                                                        {"oom_killed", "true"},
+                                                        {"error", "'x'"},
+                                                        {"output_tail", "'x'"},
+                                                        {"peak_memory_bytes", "1"},
+                                                        {"cpu_seconds", "1"},
+                                                        {"assigned_at", "now()"},
+                                                        {"started_at", "now()"},
+                                                        {"finished_at", "now()"},
+                                                        {"requeue_on_stop", "true"}}) {
+    std::string err = ErrorOf(db, "insert into pgfleet.jobs (command, " + column +
+                                      ") values (array['true'], " + value + ")");
+    EXPECT_NE(err.find("jobs must be inserted as pending: " + column +
+                       " is set by pgfleet, not at insert"),
+              std::string::npos)
+        << column << ": " << err;
+  }
+  // In a multi-row insert, one bad row refuses the statement.
+  EXPECT_NE(ErrorOf(db,
+                    "insert into pgfleet.jobs (command, failures) select array['true'], "
+                    "case when g = 3 then 5 else 0 end from generate_series(1, 5) g"),
+            "");
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs"), 0);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.job_events"), 0);
+  // User columns, and not_before (run no earlier than), are fine.
+  EXPECT_EQ(ErrorOf(db,
+                    "insert into pgfleet.jobs (command, priority, not_before) values "
+                    "(array['true'], 7, now() + interval '1 hour')"),
+            "");
+}
+
 TEST(JobsTable, IllegalStateTransitionByUpdateIsRejected) {
   TestDatabase db;
   ASSERT_EQ(ErrorOf(db, "insert into pgfleet.jobs (command) values (array['true'])"), "");
@@ -158,10 +199,18 @@ TEST(JobsTable, IllegalStateTransitionByUpdateIsRejected) {
 
 // --- Notifications ----------------------------------------------------------
 
-TEST(JobsTrigger, NotifiesOncePerFormationPerStatement) {
+// What a scheduler does before it sleeps: take the idle lock exclusively.
+bool TryIdleLock(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  return tx.exec1("select pg_try_advisory_lock(pgfleet.lock_class(), pgfleet.idle_lock_key())")[0]
+      .as<bool>();
+}
+
+TEST(JobsTrigger, NotifiesOncePerFormationPerStatementWhenASchedulerSleeps) {
   TestDatabase db;
   auto listener = db.Connect();
   Collector collector(*listener, model::kWorkChannel);
+  ASSERT_TRUE(TryIdleLock(*listener));
 
   auto writer = db.Connect();
   {
@@ -197,10 +246,36 @@ TEST(JobsTrigger, NotifiesOncePerFormationPerStatement) {
   EXPECT_EQ(collector.payloads, std::vector<std::string>{ids["f1"]});
 }
 
+TEST(JobsTrigger, WithNoSchedulerAsleepAnInsertNotifiesNothingAndHoldsOffSleepUntilItCommits) {
+  TestDatabase db;
+  auto listener = db.Connect();
+  Collector collector(*listener, model::kWorkChannel);
+  auto writer = db.Connect();
+  auto scheduler = db.Connect();
+  {
+    pqxx::work tx(*writer);
+    tx.exec0("insert into pgfleet.jobs (command) values (array['true'])");
+    // A scheduler cannot go to sleep while this insert is in flight: it would
+    // miss it (no NOTIFY was sent).
+    EXPECT_FALSE(TryIdleLock(*scheduler));
+    tx.commit();
+  }
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_TRUE(collector.payloads.empty());
+  // Committed: now it can, and a look at the table finds the job.
+  EXPECT_TRUE(TryIdleLock(*scheduler));
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where state = 'pending'"), 1);
+  // While it sleeps, the next insert notifies.
+  db.Scalar("insert into pgfleet.jobs (command) values (array['true'])");
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_EQ(collector.payloads.size(), 1u);
+}
+
 TEST(JobsTrigger, RolledBackInsertNotifiesNothing) {
   TestDatabase db;
   auto listener = db.Connect();
   Collector collector(*listener, model::kWorkChannel);
+  ASSERT_TRUE(TryIdleLock(*listener));
   auto writer = db.Connect();
   {
     pqxx::work tx(*writer);

@@ -33,6 +33,8 @@ struct Report {
 class Sql {
  public:
   explicit Sql(const TestDatabase& db) : conn_(db.Connect()) {}
+  // Connected with another DSN, e.g. TestDatabase::DsnAs(login).
+  explicit Sql(const std::string& dsn) : conn_(std::make_unique<pqxx::connection>(dsn)) {}
 
   template <typename... Args>
   pqxx::result Exec(const std::string& sql, Args&&... args) {

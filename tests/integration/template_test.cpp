@@ -41,7 +41,8 @@ std::string ColumnShape(const TestDatabase& db, const std::string& table, const 
       "                   from pg_constraint c"
       "                  where c.conrelid = a.attrelid and c.contype = 'c' and c.conkey = "
       "array[a.attnum]), 'no rules')"
-      "  from pg_attribute a left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum"
+      "  from pg_attribute a left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = "
+      "a.attnum"
       " where a.attrelid = ('pgfleet.' || $1)::regclass and a.attname = $2 and not a.attisdropped",
       table, col);
   return r[0].as<std::string>();
@@ -58,8 +59,9 @@ TEST(FormationTemplate, EveryTemplateColumnHasTheSameTypeDefaultAndRulesInJobsAn
 TEST(FormationTemplate, EveryRunFieldOfTheJobSpecIsATemplateColumn) {
   TestDatabase db;
   auto columns = TemplateColumns(db);
-  // Fields of a job that are about its place in a queue, not how it runs.
-  const std::set<std::string> not_template = {"formation", "max_attempts"};
+  // Fields of a job that are about its place in a queue, not how it runs; and
+  // `privileged`, which is who wrote it (formations.privileged, set by pgfleet).
+  const std::set<std::string> not_template = {"formation", "max_attempts", "privileged"};
   const nlohmann::json spec = model::ToJson(model::JobSpec{});
   for (auto it = spec.begin(); it != spec.end(); ++it) {
     const std::string& field = it.key();
@@ -110,8 +112,9 @@ TEST(FormationTemplate, ABadTemplateValueIsRefusedNamingTheRule) {
   auto conn = db.Connect();
   pqxx::work tx(*conn);
   try {
-    tx.exec0("insert into pgfleet.formations (name, kind, command, network) "
-             "values ('x', 'service', '{true}', 'bridge')");
+    tx.exec0(
+        "insert into pgfleet.formations (name, kind, command, network) "
+        "values ('x', 'service', '{true}', 'bridge')");
     FAIL() << "network 'bridge' accepted";
   } catch (const pqxx::check_violation& e) {
     EXPECT_NE(std::string::npos, std::string(e.what()).find("network must be 'host' or 'none'"))

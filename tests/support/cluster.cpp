@@ -1,7 +1,5 @@
 // The servers and clusters of the tests: PrivatePostgres (a PostgreSQL of a
 // test's own) and Cluster (real daemons against a TestDatabase).
-#include "test_support.h"
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +21,7 @@
 #include <thread>
 
 #include "core/db/migrate.h"
+#include "test_support.h"
 
 namespace pgfleet::testing {
 
@@ -49,7 +49,7 @@ static std::vector<std::string> AsOwner(std::vector<std::string> argv) {
   return out;
 }
 
-PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen_(extra_listen) {
+void PrivatePostgres::Prepare() {
   for (const char* d : {"/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin"}) {
     if (access((std::string(d) + "/initdb").c_str(), X_OK) == 0) {
       bindir_ = d;
@@ -62,6 +62,23 @@ PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen
       throw std::runtime_error("cannot prepare " + dir_.path());
     }
   }
+}
+
+PrivatePostgres::PrivatePostgres(StandbyOf standby) {
+  Prepare();
+  // initdb's trust lines allow replication connections from 127.0.0.1.
+  auto r = Run(AsOwner({bindir_ + "/pg_basebackup", "-h", "127.0.0.1", "-p",
+                        std::to_string(standby.primary.port()), "-U", "postgres", "-D",
+                        dir_.path() + "/data", "-R", "-X", "stream", "--checkpoint=fast"}),
+               {}, std::chrono::seconds(120));
+  if (r.exit_code != 0) throw std::runtime_error("pg_basebackup failed: " + r.err);
+  port_ = FreeLoopbackPort();
+  admin_dsn_ = "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=postgres";
+  Start();
+}
+
+PrivatePostgres::PrivatePostgres(const std::string& extra_listen) : extra_listen_(extra_listen) {
+  Prepare();
   auto r = Run(AsOwner({bindir_ + "/initdb", "-D", dir_.path() + "/data", "-U", "postgres", "-A",
                         "trust", "-E", "UTF8", "--locale=C.UTF-8"}));
   if (r.exit_code != 0) throw std::runtime_error("initdb failed: " + r.err);
@@ -82,7 +99,7 @@ PrivatePostgres::~PrivatePostgres() {
   }
 }
 
-void PrivatePostgres::PgCtl(const std::string& action) {
+void PrivatePostgres::PgCtl(const std::string& action, const std::string& mode) {
   std::vector<std::string> argv = {bindir_ + "/pg_ctl",
                                    "-D",
                                    dir_.path() + "/data",
@@ -92,8 +109,8 @@ void PrivatePostgres::PgCtl(const std::string& action) {
                                    "-t",
                                    "60",
                                    "-m",
-                                   "fast"};
-  if (action != "stop") {
+                                   mode};
+  if (action == "start" || action == "restart") {
     argv.push_back("-o");
     std::string listen = extra_listen_.empty() ? "127.0.0.1" : "127.0.0.1," + extra_listen_;
     argv.push_back("-c listen_addresses=" + listen + " -p " + std::to_string(port_) + " -k " +
@@ -107,6 +124,8 @@ void PrivatePostgres::PgCtl(const std::string& action) {
 void PrivatePostgres::Stop() { PgCtl("stop"); }
 void PrivatePostgres::Start() { PgCtl("start"); }
 void PrivatePostgres::Restart() { PgCtl("restart"); }
+void PrivatePostgres::Crash() { PgCtl("stop", "immediate"); }
+void PrivatePostgres::Promote() { PgCtl("promote"); }
 
 Cluster::Cluster(const TestDatabase& db) : db_(db) {
   token_file_ = dir_.path() + "/token";
@@ -133,15 +152,18 @@ Cluster::~Cluster() {
 }
 
 Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"),
-                                   "--db",
-                                   db_.dsn(),
-                                   "--id",
-                                   id,
-                                   "--token-file",
-                                   token_file_,
-                                   "--tick",
-                                   "0.5"};
+  std::vector<std::string> argv = {BinaryPath("pgfleet-schedulerd"), "--id", id, "--token-file",
+                                   token_file_};
+  // The test database's owner unless the test gives its own --db (a login).
+  if (std::find(extra.begin(), extra.end(), "--db") == extra.end()) {
+    argv.push_back("--db");
+    argv.push_back(db_.dsn());
+  }
+  // A short safety-net tick unless the test chooses its own.
+  if (std::find(extra.begin(), extra.end(), "--tick") == extra.end()) {
+    argv.push_back("--tick");
+    argv.push_back("0.5");
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
   return *procs_.back();
@@ -150,8 +172,6 @@ Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string>
 Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
                             std::vector<std::string> extra) {
   std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"),
-                                   "--db",
-                                   db_.dsn(),
                                    "--id",
                                    id,
                                    "--token-file",
@@ -166,6 +186,10 @@ Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
                                    "0.5",
                                    "--reconcile-interval",
                                    "1"};
+  if (std::find(extra.begin(), extra.end(), "--db") == extra.end()) {
+    argv.push_back("--db");
+    argv.push_back(db_.dsn());
+  }
   bool has_driver = false;
   for (const auto& e : extra) has_driver |= e == "--driver";
   if (!has_driver) {
@@ -187,9 +211,14 @@ bool Cluster::WaitHostsUp(int n, std::chrono::milliseconds timeout) {
 }
 
 CommandResult Cluster::Cli(std::vector<std::string> args, std::chrono::seconds timeout) {
+  return CliAs(db_.dsn(), std::move(args), timeout);
+}
+
+CommandResult Cluster::CliAs(const std::string& dsn, std::vector<std::string> args,
+                             std::chrono::seconds timeout) {
   std::vector<std::string> argv = {BinaryPath("pgfleet")};
   argv.insert(argv.end(), args.begin(), args.end());
-  return Run(argv, {"PGFLEET_DB=" + db_.dsn(), "PGFLEET_TOKEN_FILE=" + token_file_}, timeout);
+  return Run(argv, {"PGFLEET_DB=" + dsn, "PGFLEET_TOKEN_FILE=" + token_file_}, timeout);
 }
 
 std::string Cluster::Logs() const {

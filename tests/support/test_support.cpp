@@ -77,8 +77,23 @@ TestDatabase::~TestDatabase() {
     pqxx::connection c(admin_);
     pqxx::nontransaction tx(c);
     tx.exec0("drop database if exists " + name_ + " with (force)");
+    for (const auto& login : logins_) tx.exec0("drop role if exists " + c.quote_name(login));
   } catch (const std::exception&) {
   }
+}
+
+std::string TestDatabase::CreateLogin(const std::string& base,
+                                      const std::vector<std::string>& groups) {
+  std::string login = base + "_" + name_;
+  pqxx::connection c(dsn_);
+  pqxx::nontransaction tx(c);
+  tx.exec0("drop role if exists " + c.quote_name(login));
+  std::string sql = "create role " + c.quote_name(login) + " login";
+  for (size_t i = 0; i < groups.size(); ++i)
+    sql += (i ? ", " : " in role ") + c.quote_name(groups[i]);
+  tx.exec0(sql);
+  logins_.push_back(login);
+  return login;
 }
 
 std::unique_ptr<pqxx::connection> TestDatabase::Connect() const {
@@ -264,6 +279,27 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return pred();
+}
+
+}  // namespace pgfleet::testing
+
+namespace pgfleet::testing {
+
+OvercommitSampler::OvercommitSampler(const TestDatabase& db) {
+  thread_ = std::thread([this, &db] {
+    while (!done_) {
+      overcommitted_ += db.Count(
+          "select count(*) from pgfleet.hosts where cpu_allocated > cpu or "
+          "memory_allocated > memory or cpu_allocated < 0 or memory_allocated < 0");
+      ++samples_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+void OvercommitSampler::Stop() {
+  done_ = true;
+  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace pgfleet::testing

@@ -5,11 +5,13 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pgfleet::testing {
@@ -35,9 +37,16 @@ class TestDatabase {
   // (job, attempt) pairs with more than one `kind` event ('running', 'assigned'):
   // an attempt started or placed twice. Always 0 unless something is wrong.
   long long AttemptsWithRepeated(const std::string& kind) const;
+  // A login (role with LOGIN) named <base>_<database name>, member of the
+  // given group roles; dropped with the database. Roles are cluster-wide, so
+  // the suffix keeps parallel tests apart.
+  std::string CreateLogin(const std::string& base, const std::vector<std::string>& groups);
+  // This database's DSN, connecting as `login`.
+  std::string DsnAs(const std::string& login) const { return dsn_ + " user=" + login; }
 
  private:
   void Create(bool migrate);
+  std::vector<std::string> logins_;
   std::string admin_;
   std::string name_;
   std::string dsn_;
@@ -98,6 +107,22 @@ bool ProcessGone(const std::string& pid);
 // Polls pred every 50 ms until it holds or timeout passes; returns pred's last value.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
+// Samples every 100 ms, on its own thread, how many hosts have allocations
+// over their capacity or below zero, until Stop().
+class OvercommitSampler {
+ public:
+  explicit OvercommitSampler(const TestDatabase& db);
+  ~OvercommitSampler() { Stop(); }
+  void Stop();
+  long long samples() const { return samples_; }
+  long long overcommitted() const { return overcommitted_; }  // host-samples over
+
+ private:
+  std::atomic<bool> done_{false};
+  std::atomic<long long> samples_{0}, overcommitted_{0};
+  std::thread thread_;
+};
+
 // A PostgreSQL server of the test's own (initdb into a temp dir, run as the
 // postgres OS user when root, loopback, free port), for tests that restart or
 // stop the database without disturbing tests running beside them.
@@ -106,15 +131,23 @@ class PrivatePostgres {
   // extra_listen: another address to listen on besides 127.0.0.1 (e.g. the
   // root side of a veth pair into a test's network namespace).
   explicit PrivatePostgres(const std::string& extra_listen = "");
+  // A streaming standby of `primary` (pg_basebackup -R), started, on its own port.
+  struct StandbyOf {
+    const PrivatePostgres& primary;
+  };
+  explicit PrivatePostgres(StandbyOf standby);
   int port() const { return port_; }
   ~PrivatePostgres();
   const std::string& admin_dsn() const { return admin_dsn_; }
   void Stop();  // fast shutdown
   void Start();
   void Restart();  // fast restart: every connection is cut
+  void Crash();    // immediate shutdown, as if the machine died
+  void Promote();  // a standby becomes a primary
 
  private:
-  void PgCtl(const std::string& action);
+  void Prepare();
+  void PgCtl(const std::string& action, const std::string& mode = "fast");
   TempDir dir_;
   std::string bindir_;
   int port_ = 0;
@@ -138,6 +171,9 @@ class Cluster {
   // Runs the pgfleet CLI against the test database.
   CommandResult Cli(std::vector<std::string> args,
                     std::chrono::seconds timeout = std::chrono::seconds(120));
+  // The same, connected with another DSN (e.g. a submitter's login).
+  CommandResult CliAs(const std::string& dsn, std::vector<std::string> args,
+                      std::chrono::seconds timeout = std::chrono::seconds(120));
   std::vector<std::unique_ptr<Process>>& processes() { return procs_; }
   // Prints every daemon's log (for failures).
   std::string Logs() const;

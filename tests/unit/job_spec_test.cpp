@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "core/model/json_limits.h"
+
 namespace pgfleet::model {
 namespace {
 
@@ -246,6 +248,96 @@ TEST(ParseKeyValue, RejectsMissingEquals) {
     EXPECT_EQ(e.field(), "label");
     EXPECT_NE(std::string(e.what()).find("KEY=VALUE"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("\"ab\""), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pgfleet::model
+
+namespace pgfleet::model {
+namespace {
+
+TEST(JsonLimits, NestingDepthCountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(JsonNestingDepth("1"), 0);
+  EXPECT_EQ(JsonNestingDepth(R"({"a":[1,{"b":[]}]})"), 4);
+  EXPECT_EQ(JsonNestingDepth(R"(["[[[[", "\"[[[", {}])"), 2);
+  EXPECT_EQ(JsonNestingDepth(std::string(100000, '[')), 100000);
+}
+
+TEST(JsonLimits, ParseRefusesDeepNestingAndBadTextNamingWhat) {
+  EXPECT_EQ(ParseBoundedJson(R"({"a":[1]})", "body")["a"][0], 1);
+  std::string deep = std::string(33, '[') + std::string(33, ']');
+  try {
+    ParseBoundedJson(deep, "body");
+    ADD_FAILURE() << "accepted 33 levels";
+  } catch (const JsonError& e) {
+    EXPECT_STREQ(e.what(), "body must not nest arrays and objects deeper than 32 levels");
+  }
+  EXPECT_NO_THROW(ParseBoundedJson(std::string(32, '[') + std::string(32, ']'), "body"));
+  try {
+    ParseBoundedJson("{not json", "spec");
+    ADD_FAILURE() << "accepted bad JSON";
+  } catch (const JsonError& e) {
+    EXPECT_STREQ(e.what(), "spec must be valid JSON");
+  }
+}
+
+TEST(JsonLimits, ShowNeverDumpsContainersAndCutsLongScalars) {
+  EXPECT_EQ(ShowJson(nlohmann::json::array({1, 2})), "[1,2]");
+  EXPECT_EQ(ShowJson(nlohmann::json::object({{"a", 1}})), "{\"a\":1}");
+  EXPECT_EQ(ShowJson(nlohmann::json::array({1, nlohmann::json::array()})), "an array of 2 items");
+  EXPECT_EQ(ShowJson(nlohmann::json::object({{"a", nlohmann::json::object()}})),
+            "an object of 1 keys");
+  EXPECT_EQ(ShowJson(nlohmann::json(std::vector<int>(9, 0))), "an array of 9 items");
+  EXPECT_EQ(ShowJson(5), "5");
+  std::string shown = ShowJson(std::string(1000, 'x'));
+  EXPECT_LE(shown.size(), 60u);
+  EXPECT_EQ(shown.substr(shown.size() - 3), "...");
+}
+
+TEST(PrivilegeProblem, NamesRootHostNetworkAndRootfsPathsAndNothingElse) {
+  JobSpec s;
+  s.network = "none";
+  EXPECT_FALSE(PrivilegeProblem(s));
+  for (const char* user : {"root", "0", "000", "0:0", "root:wheel"}) {
+    s.user = user;
+    auto p = PrivilegeProblem(s);
+    ASSERT_TRUE(p) << user;
+    EXPECT_EQ("user", p->first);
+    EXPECT_NE(std::string::npos, p->second.find("pgfleet_privileged")) << p->second;
+  }
+  for (const char* user : {"nobody", "1000", "10", "rooty", "1000:0"}) {
+    s.user = user;
+    EXPECT_FALSE(PrivilegeProblem(s)) << user;
+  }
+  s.user.clear();
+  s.network = "host";
+  EXPECT_EQ("network", PrivilegeProblem(s)->first);
+  s.network = "none";
+  for (const char* path : {"/", "/srv/x", "../x", "./x", ".", "a/b"}) {
+    s.rootfs = path;
+    ASSERT_TRUE(PrivilegeProblem(s)) << path;
+    EXPECT_EQ("rootfs", PrivilegeProblem(s)->first);
+  }
+  for (const char* name : {"busybox", "alpine-3.19", "my_image.v2"}) {
+    s.rootfs = name;
+    EXPECT_FALSE(PrivilegeProblem(s)) << name;
+  }
+  // A privileged spec asks for the same features; the check is the caller's.
+  s.privileged = true;
+  s.user = "root";
+  EXPECT_TRUE(PrivilegeProblem(s));
+}
+
+TEST(ParseJobSpec, PrivilegedIsABooleanDefaultingToFalse) {
+  EXPECT_FALSE(ParseJobSpec(json{{"command", {"true"}}}).privileged);
+  EXPECT_TRUE(ParseJobSpec(json{{"command", {"true"}}, {"privileged", true}}).privileged);
+  try {
+    ParseJobSpec(json{{"command", {"true"}}, {"privileged", "yes"}});
+    ADD_FAILURE() << "accepted privileged: \"yes\"";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string::npos, std::string(e.what()).find("privileged must be true or false"))
+        << e.what();
   }
 }
 

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "core/model/report.h"
 #include "core/model/states.h"
 
@@ -29,8 +32,8 @@ TEST(States, AttemptStatesOutcomesAndReportKindsRoundTrip) {
     EXPECT_EQ(ToString(o), ToString(ReportKindOf(o)));
     EXPECT_FALSE(IsLive(StateAfter(o)));
   }
-  for (auto k : {ReportKind::kRunning, ReportKind::kExited, ReportKind::kStartFailed,
-                 ReportKind::kLost}) {
+  for (auto k :
+       {ReportKind::kRunning, ReportKind::kExited, ReportKind::kStartFailed, ReportKind::kLost}) {
     EXPECT_EQ(k, ParseReportKind(ToString(k)).value());
   }
   for (auto r : {ReplicaState::kPending, ReplicaState::kAssigned, ReplicaState::kRunning}) {
@@ -71,6 +74,31 @@ TEST(Report, LostAndStartFailedCarryTheirError) {
   EXPECT_EQ("shim gone", lost.error);
   auto failed = ReportFromJson(ToJson(Report::StartFailed(3, 4, "exec: no such file")));
   EXPECT_EQ(ReportKind::kStartFailed, failed.kind);
+}
+
+// Found by fuzz/report_fuzz: a float or out-of-range number where an int
+// belongs was converted anyway (undefined behaviour for 5.8e80).
+TEST(Report, NumbersThatDoNotFitTheirFieldAreRefusedNamingIt) {
+  auto exited = [](const char* field, nlohmann::json v) {
+    nlohmann::json j{{"job", 1}, {"attempt", 1}, {"kind", "exited"}};
+    j[field] = v;
+    return j;
+  };
+  for (const auto& [field, v, rule] :
+       std::vector<std::tuple<const char*, nlohmann::json, std::string>>{
+           {"exit_code", 5.77778e+80, "must be an integer"},
+           {"exit_code", 1.5, "must be an integer"},
+           {"exit_code", 4294967296LL, "is out of range"},
+           {"signal", -4294967296LL, "is out of range"},
+           {"attempt", 18446744073709551615ULL, "is out of range"},
+           {"pid", 2.0, "must be an integer"}}) {
+    try {
+      ReportFromJson(exited(field, v));
+      ADD_FAILURE() << field << " = " << v.dump() << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string("report ") + field + " " + rule, e.what());
+    }
+  }
 }
 
 TEST(Report, DecodingNamesTheBadField) {

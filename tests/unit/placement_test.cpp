@@ -58,6 +58,33 @@ TEST(LabelsMatch, RequiresEveryConstraintPresentWithEqualValue) {
   EXPECT_FALSE(LabelsMatch(Job(1, 1, 1, 50, {{"zone", ""}}), host));
 }
 
+TEST(Placement, AnUnprivilegedJobGoesOnlyToHostsThatIsolateJobs) {
+  HostView process = Host("a-process", 8000, 8000);
+  process.isolates = false;
+  HostView container = Host("b-container", 1000, 1000);
+  JobRequest unprivileged = Job(1, 100, 64);
+  JobRequest privileged = Job(2, 100, 64);
+  privileged.privileged = true;
+  EXPECT_FALSE(LabelsMatch(unprivileged, process));
+  EXPECT_TRUE(LabelsMatch(unprivileged, container));
+  EXPECT_TRUE(LabelsMatch(privileged, process));
+  // The process host is emptier, so bin-packing alone would not pick it for
+  // job 2 either; job 1 must not go there whatever the packing says.
+  auto where = Where(PlanPlacements({unprivileged, privileged}, {process, container}));
+  EXPECT_EQ("b-container", where[1]);
+  EXPECT_EQ(1u, where.count(2));
+
+  // With only process hosts, the unprivileged job waits and says why.
+  Plan only = PlanPlacements({unprivileged, privileged}, {process});
+  ASSERT_EQ(1u, only.unplaced.size());
+  EXPECT_EQ(1, only.unplaced[0].job_id);
+  EXPECT_TRUE(only.unplaced[0].never_fits);
+  EXPECT_NE(std::string::npos, only.unplaced[0].reason.find("no host isolates jobs"))
+      << only.unplaced[0].reason;
+  ASSERT_EQ(1u, only.placements.size());
+  EXPECT_EQ(2, only.placements[0].job_id);
+}
+
 TEST(Fits, NeedsFreeCpuAndFreeMemoryIncludingAnExactFit) {
   const HostView host = Used(Host("h1", 1000, 2000), 400, 500);
   EXPECT_TRUE(Fits(Job(1, 600, 1500), host));

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <iostream>
 #include <chrono>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -26,46 +26,41 @@ TEST(ScaleTest, TwoHundredHollowHostsTwoSchedulersTwentyThousandJobsEachSucceedE
   TestDatabase db;
   Cluster cluster(db);
   // A raw pointer: the vector grows as schedulers start.
-  Process* hosts = cluster.processes().emplace_back(std::make_unique<Process>(
-      std::vector<std::string>{BinaryPath("pgfleet-hostd"), "--db", db.dsn(), "--token-file",
-                               cluster.token_file(), "--simulate", std::to_string(kHosts),
-                               "--id-prefix", "sim-", "--cpu", "1000", "--memory", "1024",
-                               "--heartbeat-interval", "1", "--db-connections", "4",
-                               "--log-level", "warn"},
-      cluster.dir() + "/hollow.log")).get();
+  Process* hosts =
+      cluster.processes()
+          .emplace_back(std::make_unique<Process>(
+              std::vector<std::string>{BinaryPath("pgfleet-hostd"), "--db", db.dsn(),
+                                       "--token-file", cluster.token_file(), "--simulate",
+                                       std::to_string(kHosts), "--id-prefix", "sim-", "--cpu",
+                                       "1000", "--memory", "1024", "--heartbeat-interval", "1",
+                                       "--db-connections", "4", "--log-level", "warn"},
+              cluster.dir() + "/hollow.log"))
+          .get();
   ASSERT_TRUE(cluster.WaitHostsUp(kHosts, 60s)) << hosts->Log();
   cluster.StartScheduler("s1", {"--log-level", "warn"});
   cluster.StartScheduler("s2", {"--log-level", "warn"});
 
   // Every host fits 10 jobs of 100 millicores at once: 2,000 slots for 20,000 jobs.
-  db.Scalar("insert into pgfleet.jobs (command, env) select '{true}', "
-            "'{\"PGFLEET_SIM_SECONDS\":\"0.05\"}' from generate_series(1, " +
-            std::to_string(kJobs) + ")");
-  std::atomic<bool> done{false};
-  std::atomic<long long> overcommitted{0}, samples{0};
-  std::thread sampler([&] {
-    while (!done) {
-      overcommitted += db.Count(
-          "select count(*) from pgfleet.hosts where cpu_allocated > cpu or "
-          "memory_allocated > memory or cpu_allocated < 0 or memory_allocated < 0");
-      ++samples;
-      std::this_thread::sleep_for(100ms);
-    }
-  });
+  db.Scalar(
+      "insert into pgfleet.jobs (command, env) select '{true}', "
+      "'{\"PGFLEET_SIM_SECONDS\":\"0.05\"}' from generate_series(1, " +
+      std::to_string(kJobs) + ")");
+  OvercommitSampler sampler(db);
   bool all_done = WaitFor(
       [&] {
         return db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == kJobs;
       },
       240s);
-  done = true;
-  sampler.join();
-  ASSERT_TRUE(all_done) << db.Scalar(
-      "select string_agg(state || '=' || n, ' ') from (select state, count(*) n from "
-      "pgfleet.jobs group by state) s") << "\n"
-                        << cluster.Logs();
+  sampler.Stop();
+  ASSERT_TRUE(all_done)
+      << db.Scalar(
+             "select string_agg(state || '=' || n, ' ') from (select state, count(*) n from "
+             "pgfleet.jobs group by state) s")
+      << "\n"
+      << cluster.Logs();
 
-  EXPECT_GT(samples.load(), 0);
-  EXPECT_EQ(overcommitted.load(), 0);
+  EXPECT_GT(sampler.samples(), 0);
+  EXPECT_EQ(sampler.overcommitted(), 0);
   EXPECT_EQ(db.AttemptsWithRepeated("running"), 0);
   EXPECT_EQ(db.AttemptsWithRepeated("assigned"), 0);
   // Exactly one attempt of each job succeeded. (A dispatch that times out on
@@ -75,17 +70,20 @@ TEST(ScaleTest, TwoHundredHollowHostsTwoSchedulersTwentyThousandJobsEachSucceedE
                      "'succeeded' group by job_id having count(*) = 1) x"),
             kJobs);
   std::cout << "scale: hosts=" << kHosts << " jobs=" << kJobs << " requeued_attempts="
-            << db.Scalar("select count(*) from pgfleet.jobs where attempt > 1")
-            << " events=" << db.Scalar(
+            << db.Scalar("select count(*) from pgfleet.jobs where attempt > 1") << " events="
+            << db.Scalar(
                    "select string_agg(kind || '=' || n, ' ' order by kind) from (select kind, "
                    "count(*) n from pgfleet.job_events group by kind) k")
-            << " overcommit_samples=" << samples.load() << "\n";
-  // Jobs spread: more than half the hosts ran something.
-  EXPECT_GT(db.Count("select count(distinct host_id) from pgfleet.jobs"), kHosts / 2);
+            << " overcommit_samples=" << sampler.samples() << "\n";
+  // Jobs spread: placement bin-packs, so how many hosts get work depends on
+  // timing, but one claimed batch (500) of 100-millicore jobs needs at least
+  // 50 hosts of 1000 millicores.
+  EXPECT_GE(db.Count("select count(distinct host_id) from pgfleet.jobs"), 50);
   EXPECT_TRUE(WaitFor(
       [&] {
-        return db.Count("select count(*) from pgfleet.hosts where cpu_allocated <> 0 or "
-                        "memory_allocated <> 0") == 0;
+        return db.Count(
+                   "select count(*) from pgfleet.hosts where cpu_allocated <> 0 or "
+                   "memory_allocated <> 0") == 0;
       },
       10s));
   EXPECT_TRUE(hosts->Running()) << hosts->Log();

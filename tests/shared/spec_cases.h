@@ -1,0 +1,67 @@
+#pragma once
+// One table of job specs and what must be said about each, run against both
+// places that judge a spec: hostd's validator (tests/unit/spec_cases_test.cpp,
+// model::ParseJobSpec) and the database at insert (tests/integration/
+// spec_cases_test.cpp, pgfleet.jobs). A rule added to one and not the other
+// fails one of the two tests, so the database never accepts a job hostd would
+// refuse (which used to stall every dispatch batch it was part of).
+
+#include <string>
+#include <vector>
+
+namespace pgfleet::testing {
+
+struct SpecCase {
+  std::string name;
+  std::string spec;     // JSON, as hostd receives it (fields not given take their defaults)
+  std::string message;  // a part of the error both must give; empty = accepted
+};
+
+inline std::string Repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+inline std::vector<SpecCase> SpecCases() {
+  const std::string big_value = std::string(70000, 'v');
+  std::string many_args = R"(["true")";
+  for (int i = 0; i < 1000; ++i) many_args += R"(,"x")";
+  many_args += "]";
+  return {
+      {"accepted", R"({"command":["sh","-c","exit 0"],"env":{"A":"b"},"cpu":100})", ""},
+      {"env name with =", R"({"command":["true"],"env":{"=x":"y"}})",
+       "env names must be non-empty and contain no '='"},
+      {"env name empty", R"({"command":["true"],"env":{"":"y"}})",
+       "env names must be non-empty and contain no '='"},
+      {"env name a=b", R"({"command":["true"],"env":{"A=B":"y"}})",
+       "env names must be non-empty and contain no '='"},
+      {"env too big", R"({"command":["true"],"env":{"BIG":")" + big_value + R"("}})",
+       "env must be at most 65536 bytes"},
+      {"env at the limit",
+       R"({"command":["true"],"env":{"BIG":")" + std::string(65533, 'v') + R"("}})", ""},
+      {"too many arguments", R"({"command":)" + many_args + "}",
+       "command must have at most 1000 arguments"},
+      {"command too big", R"({"command":["echo",")" + std::string(140000, 'a') + R"("]})",
+       "command must be at most 131072 bytes"},
+      {"constraints too big",
+       R"({"command":["true"],"constraints":{"zone":")" + std::string(17000, 'z') + R"("}})",
+       "constraints must be at most 16384 bytes"},
+      {"rootfs too long", R"({"command":["true"],"rootfs":")" + Repeat("/d", 2100) + R"("})",
+       "rootfs must be at most 4096 bytes"},
+      {"user too long", R"({"command":["true"],"user":")" + std::string(5000, 'u') + R"("})",
+       "user must be at most 4096 bytes"},
+      {"cpu", R"({"command":["true"],"cpu":-1})", "cpu must be > 0"},
+      {"memory", R"({"command":["true"],"memory":0})", "memory must be > 0"},
+      {"priority", R"({"command":["true"],"priority":101})", "priority must be between 0 and 100"},
+      {"max_attempts", R"({"command":["true"],"max_attempts":0})", "max_attempts must be >= 1"},
+      {"network", R"({"command":["true"],"network":"bridge"})", "network must be "},
+      {"pids_max", R"({"command":["true"],"pids_max":0})", "pids_max must be > 0"},
+      {"stop_grace_seconds", R"({"command":["true"],"stop_grace_seconds":-1})",
+       "stop_grace_seconds must be >= 0"},
+      {"empty command", R"({"command":[]})", "command must"},
+      {"empty program", R"({"command":[""]})", "command"},
+  };
+}
+
+}  // namespace pgfleet::testing
