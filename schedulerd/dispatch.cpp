@@ -54,28 +54,47 @@ std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_
   return bodies;
 }
 
-std::vector<std::string> Dispatcher::Send(const HostTarget& target) {
-  std::vector<std::string> errors(target.jobs.size());
+Delivery DeliveryOf(const httplib::Result& res, const std::string& api_url) {
+  using Kind = Delivery::Kind;
+  if (res) {
+    if (res->status == 200) return {Kind::kTaken, ""};
+    return {Kind::kFailed, "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200)};
+  }
+  std::string error = "no answer from " + api_url + ": " + httplib::to_string(res.error());
+  switch (res.error()) {
+    // Nothing reached hostd, or not all of the body: it started nothing.
+    case httplib::Error::Connection:
+    case httplib::Error::ConnectionTimeout:
+    case httplib::Error::BindIPAddress:
+    case httplib::Error::Write:
+    case httplib::Error::SSLConnection:
+    case httplib::Error::SSLLoadingCerts:
+    case httplib::Error::SSLServerVerification:
+      return {Kind::kFailed, error};
+    // Read (the answer timed out or was cut), and anything unforeseen.
+    default:
+      return {Kind::kUnanswered, error};
+  }
+}
+
+std::vector<Delivery> Dispatcher::Send(const HostTarget& target) {
+  std::vector<Delivery> outcomes(target.jobs.size());
   std::vector<size_t> first;
   auto bodies = DispatchBodies(target.jobs, kMaxDispatchBytes, &first);
   for (size_t b = 0; b < bodies.size(); ++b) {
     size_t begin = first[b], end = b + 1 < first.size() ? first[b + 1] : target.jobs.size();
     // Starting jobs takes the host a few ms each: allow for big batches.
     int timeout = timeout_seconds_ + static_cast<int>((end - begin) / 50);
-    std::string error;
+    Delivery outcome;
     try {
-      auto res = pool_.Post(target.api_url, "/v1/jobs", bodies[b], timeout);
-      if (!res) {
-        error = "no answer from " + target.api_url + ": " + httplib::to_string(res.error());
-      } else if (res->status != 200) {
-        error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
+      outcome =
+          DeliveryOf(pool_.Post(target.api_url, "/v1/jobs", bodies[b], timeout), target.api_url);
+    } catch (const std::exception& e) {  // a bad api_url: nothing was sent
+      outcome = {Delivery::Kind::kFailed, e.what()};
     }
-    for (size_t i = begin; i < end; ++i) errors[i] = error;
+    for (size_t i = begin; i < end; ++i) outcomes[i] = outcome;
   }
-  return errors;
+  return outcomes;
 }
 
 void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
@@ -91,16 +110,28 @@ void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
                error);
 }
 
+void Dispatcher::RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,
+                                  const std::string& error) {
+  metrics_.Add("pgfleet_scheduler_dispatches_unanswered_total", 1);
+  pqxx::work tx(conn);
+  store::DispatchUnanswered(tx, host);
+  tx.commit();
+  spdlog::warn(
+      "host={} dispatch unanswered, {} jobs left assigned (hostd's reconcile starts any it did not "
+      "get), host suspended: {}",
+      host, jobs, error);
+}
+
 void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
   std::vector<std::pair<const std::string*, const HostTarget*>> todo;
   for (const auto& [host, target] : targets) {
     if (!target.jobs.empty()) todo.emplace_back(&host, &target);
   }
   if (todo.empty()) return;
-  std::vector<std::vector<std::string>> errors(todo.size());  // per host, per job
+  std::vector<std::vector<Delivery>> outcomes(todo.size());  // per host, per job
   std::atomic<size_t> next{0};
   auto sender = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++) errors[i] = Send(*todo[i].second);
+    for (size_t i = next++; i < todo.size(); i = next++) outcomes[i] = Send(*todo[i].second);
   };
   std::vector<std::thread> threads;
   int n = std::min<int>(kSenders, static_cast<int>(todo.size()));
@@ -110,18 +141,27 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
 
   std::vector<std::string> delivered;
   for (size_t i = 0; i < todo.size(); ++i) {
-    // Jobs whose body was refused or lost go back; the rest were delivered.
+    // Jobs whose body was refused or never sent go back; jobs whose body
+    // went unanswered stay assigned; the rest were delivered.
     HostTarget failed{todo[i].second->api_url, {}};
-    std::string error;
-    for (size_t k = 0; k < errors[i].size(); ++k) {
-      if (errors[i][k].empty()) continue;
-      failed.jobs.push_back(todo[i].second->jobs[k]);
-      error = errors[i][k];
+    std::string error, unanswered_error;
+    size_t unanswered = 0;
+    for (size_t k = 0; k < outcomes[i].size(); ++k) {
+      const Delivery& d = outcomes[i][k];
+      if (d.kind == Delivery::Kind::kFailed) {
+        failed.jobs.push_back(todo[i].second->jobs[k]);
+        error = d.error;
+      } else if (d.kind == Delivery::Kind::kUnanswered) {
+        ++unanswered;
+        unanswered_error = d.error;
+      }
     }
-    if (failed.jobs.empty()) {
-      delivered.push_back(*todo[i].first);
+    if (!failed.jobs.empty()) {
+      RecordFailure(conn, *todo[i].first, failed, error);  // suspends the host too
+    } else if (unanswered > 0) {
+      RecordUnanswered(conn, *todo[i].first, unanswered, unanswered_error);
     } else {
-      RecordFailure(conn, *todo[i].first, failed, error);
+      delivered.push_back(*todo[i].first);
     }
   }
   if (!delivered.empty()) {

@@ -4,11 +4,15 @@
 // (POST /v1/jobs/ID/stop).
 //
 // What must hold: only committed assignments are ever dispatched, so a host
-// never runs a job the database does not say is its. A failed dispatch is
-// recorded (pgfleet.dispatch_failed puts the jobs back to pending and suspends
-// the host); a failed stop is only logged, since hostd's reconcile stops the
-// job anyway. Called by the scheduler loop, on its work connection, outside
-// any formation transaction.
+// never runs a job the database does not say is its. A dispatch the host
+// refused or never received is recorded (pgfleet.dispatch_failed puts the jobs
+// back to pending and suspends the host). A dispatch the host may have
+// received but did not answer in time (an overloaded host) is not: requeueing
+// it would run those jobs twice, on two hosts, as two attempts. They stay
+// assigned, hostd's reconcile starts any that did not arrive, and the host is
+// suspended (pgfleet.dispatch_unanswered). A failed stop is only logged, since
+// hostd's reconcile stops the job anyway. Called by the scheduler loop, on its work connection,
+// outside any formation transaction.
 //
 // How it is sent: a fixed number of sender threads (kSenders) work through
 // the hosts of a pass, over keep-alive connections kept between passes
@@ -54,6 +58,20 @@ inline constexpr size_t kMaxDispatchBytes = 768 * 1024;
 std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
                                         std::vector<size_t>* first);
 
+// How one job's dispatch went.
+struct Delivery {
+  enum class Kind {
+    kTaken,       // the host answered 200
+    kFailed,      // certainly not started: refused, or never reached the host
+    kUnanswered,  // the request went out but no answer came: maybe started
+  };
+  Kind kind = Kind::kTaken;
+  std::string error;  // unless kTaken
+};
+
+// What an HTTP result means for the jobs it carried.
+Delivery DeliveryOf(const httplib::Result& res, const std::string& api_url);
+
 class Dispatcher {
  public:
   // token: the cluster token for hostd's API; timeout_seconds: per request,
@@ -67,11 +85,13 @@ class Dispatcher {
   void ForwardStops(pqxx::connection& conn);
 
  private:
-  // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns,
-  // per job of the batch, "" when its body was taken, else what went wrong.
-  std::vector<std::string> Send(const HostTarget& target);
+  // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns
+  // how each job's body went.
+  std::vector<Delivery> Send(const HostTarget& target);
   void RecordFailure(pqxx::connection& conn, const std::string& host, const HostTarget& target,
                      const std::string& error);
+  void RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,
+                        const std::string& error);
 
   int timeout_seconds_;
   metrics::Registry& metrics_;

@@ -85,6 +85,9 @@ constexpr db::Statement kDispatchSucceeded{"schedulerd_dispatch_succeeded",
 constexpr db::Statement kDispatchFailed{
     "schedulerd_dispatch_failed", "select pgfleet.dispatch_failed($1, $2::jsonb, $3) as requeued"};
 
+constexpr db::Statement kDispatchUnanswered{"schedulerd_dispatch_unanswered",
+                                            "select pgfleet.dispatch_unanswered($1)"};
+
 constexpr db::Statement kStopsToForward{
     "schedulerd_stops_to_forward",
     "select j.id, j.attempt, j.host_id, h.api_url from pgfleet.jobs j"
@@ -133,12 +136,12 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(
-      conn,
-      {&kFormationsToWork,   &kTryLockFormation, &kLoadFormation,     &kClaimPending,
-       &kLoadHostSnapshot,   &kAssignJobs,       &kSetPendingReasons, &kLiveReplicas,
-       &kCreateReplicas,     &kStopJobs,         &kDispatchSucceeded, &kDispatchFailed,
-       &kStopsToForward,     &kHeartbeat,        &kHostTtlSeconds,    &kSweepLostHosts,
-       &kEvictOverdueDrains, &kTryLockPrune,     &kPruneFinished,     &kForgetStaleSchedulers});
+      conn, {&kFormationsToWork,     &kTryLockFormation,   &kLoadFormation,     &kClaimPending,
+             &kLoadHostSnapshot,     &kAssignJobs,         &kSetPendingReasons, &kLiveReplicas,
+             &kCreateReplicas,       &kStopJobs,           &kDispatchSucceeded, &kDispatchFailed,
+             &kDispatchUnanswered,   &kStopsToForward,     &kHeartbeat,         &kHostTtlSeconds,
+             &kSweepLostHosts,       &kEvictOverdueDrains, &kTryLockPrune,      &kPruneFinished,
+             &kForgetStaleSchedulers});
 }
 
 std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
@@ -253,6 +256,10 @@ int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,
   json j = json::array();
   for (const auto& d : jobs) j.push_back({{"job", d.job_id}, {"attempt", d.attempt}});
   return db::Exec1(tx, kDispatchFailed, host_id, j.dump(), error)["requeued"].as<int>();
+}
+
+void DispatchUnanswered(pqxx::transaction_base& tx, const std::string& host_id) {
+  db::Exec(tx, kDispatchUnanswered, host_id);
 }
 
 std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {

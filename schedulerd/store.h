@@ -106,6 +106,10 @@ void DispatchSucceeded(pqxx::transaction_base& tx, const std::vector<std::string
 // Returns how many jobs went back.
 int DispatchFailed(pqxx::transaction_base& tx, const std::string& host_id,
                    const std::vector<DispatchedJob>& jobs, const std::string& error);
+// The host may have taken its batch but did not answer: the jobs stay
+// assigned (hostd's reconcile starts any that did not arrive) and the host is
+// suspended.
+void DispatchUnanswered(pqxx::transaction_base& tx, const std::string& host_id);
 
 struct StopToForward {
   int64_t job_id = 0;

@@ -106,6 +106,16 @@ end $$;
 comment on function pgfleet.dispatch_failed(text, jsonb, text) is
   'The scheduler could not deliver these assigned attempts to the host: they go back to pending (to be placed elsewhere), their resources are freed, and the host is suspended with exponential backoff.';
 
+create or replace function pgfleet.dispatch_unanswered(p_host text) returns void
+language sql as $$
+  update pgfleet.hosts
+     set suspensions = suspensions + 1,
+         suspended_until = now() + pgfleet.doubling_delay(suspensions, 60)
+   where id = p_host
+$$;
+comment on function pgfleet.dispatch_unanswered(text) is
+  'The host took a dispatch request but gave no answer in time: it may have started the jobs, so they stay assigned (hostd''s reconcile starts any that did not arrive; host loss requeues them if the host is gone), and the host is suspended with the same backoff as a failed dispatch, since it is overloaded or unwell.';
+
 create or replace function pgfleet.dispatch_succeeded(p_hosts text[]) returns void
 language sql as $$
   update pgfleet.hosts set suspensions = 0 where id = any(p_hosts) and suspensions <> 0

@@ -158,17 +158,16 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
       },
       util::Trim(util::ReadFile(cluster.token_file())));
 
-  // Chaos for a bounded time.
+  // Chaos: a fixed number of kill rounds (a slow machine takes longer, it
+  // does not see less chaos), PostgreSQL restarted half way through.
+  constexpr int kKillRounds = 8;
   std::mt19937 rng(20261121);
   int kills = 0, restarts = 0, pg_restarts = 0;
-  auto chaos_end = Clock::now() + 45s;
-  bool pg_done = false;
-  while (Clock::now() < chaos_end) {
+  while (kills < kKillRounds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 + rng() % 2000));
-    if (!pg_done && Clock::now() > chaos_end - 25s) {
+    if (kills == kKillRounds / 2 && pg_restarts == 0) {
       pg.Restart();
       ++pg_restarts;
-      pg_done = true;
       continue;
     }
     std::string victim = names[rng() % names.size()];
@@ -213,8 +212,6 @@ TEST(ChaosTest, KillsRestartsAndAPostgresRestartLoseNothingAndRunNothingTwice) {
              "select string_agg(formation || ':' || state || ':' || n, ', ') from (select"
              " formation, state, count(*) n from pgfleet.jobs group by 1, 2 order by 1, 2) x")
       << cluster.Logs();
-  EXPECT_GT(kills, 5);
-  EXPECT_EQ(1, pg_restarts);
   EXPECT_EQ(0, violations.load()) << violation_detail;
   // Every job finished, or is a service replica running, or is pending with a reason.
   EXPECT_EQ(

@@ -183,12 +183,13 @@ Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
                                    "--data-dir",
                                    dir_.path() + "/" + id,
                                    "--heartbeat-interval",
-                                   "0.5",
-                                   "--reconcile-interval",
-                                   "1"};
-  if (std::find(extra.begin(), extra.end(), "--db") == extra.end()) {
-    argv.push_back("--db");
-    argv.push_back(db_.dsn());
+                                   "0.5"};
+  // Defaults that `extra` may override.
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"--db", db_.dsn()}, {"--reconcile-interval", "1"}}) {
+    if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
+    argv.push_back(flag);
+    argv.push_back(value);
   }
   bool has_driver = false;
   for (const auto& e : extra) has_driver |= e == "--driver";
