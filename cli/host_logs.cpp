@@ -33,6 +33,7 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
   LogStream out;
   if (token.empty() || api_url.empty()) return out;
   auto last_answer = std::chrono::steady_clock::now();
+  uint64_t next = 0;  // position in the whole output after the last byte copied
   while (true) {
     int status = 0;
     try {
@@ -43,7 +44,7 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
                          "/logs?attempt=" + std::to_string(attempt);
       if (follow) path += "&follow=1";
       if (out.bytes > 0) {
-        path += "&offset=" + std::to_string(out.bytes);  // resume after what we have
+        path += "&offset=" + std::to_string(next);  // resume after what we have
       } else if (tail >= 0) {
         path += "&tail=" + std::to_string(tail);
       }
@@ -52,12 +53,21 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
           [&](const httplib::Response& r) {
             status = r.status;
             last_answer = std::chrono::steady_clock::now();
+            // Where this answer starts in the whole output (a tail, or
+            // output rotated away, starts past 0).
+            if (r.has_header("X-Log-Offset")) {
+              try {
+                next = std::stoull(r.get_header_value("X-Log-Offset"));
+              } catch (const std::exception&) {
+              }
+            }
             return r.status == 200;
           },
           [&](const char* data, size_t len) {
             std::cout.write(data, static_cast<std::streamsize>(len));
             std::cout.flush();
             out.bytes += len;
+            next += len;
             last_answer = std::chrono::steady_clock::now();
             return true;
           });

@@ -1,20 +1,56 @@
 #include "hostd/api.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <atomic>
-#include <fstream>
 #include <functional>
 #include <thread>
 
 #include "core/model/job_spec.h"
 #include "core/model/json_limits.h"
+#include "hostd/api_routes.h"
 
 namespace pgfleet::hostd {
+
+namespace routes {
+
+std::string JobIdArg(const httplib::Request& req) { return req.matches[req.matches.size() - 1]; }
+
+bool ParseId(const std::string& s, int64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  try {
+    *out = std::stoll(s);
+  } catch (const std::out_of_range&) {
+    return false;
+  }
+  return *out > 0;
+}
+
+int IntParam(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return -1;
+  std::string v = req.get_param_value(name);
+  int64_t n = 0;
+  if (v == "0") return 0;
+  if (!ParseId(v, &n) || n > INT32_MAX) {
+    throw model::SpecError(
+        name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace routes
+
 namespace {
 
 using nlohmann::json;
+using routes::Api;
+using routes::HandleLogs;
+using routes::IntParam;
+using routes::JobIdArg;
+using routes::ParseId;
 
 // Starts of one dispatched batch run this many at a time.
 constexpr size_t kParallelStarts = 4;
@@ -65,44 +101,6 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
   }
   return items;
 }
-
-// The job id of a route: its last capture (hollow hosts' routes capture the host first).
-std::string JobIdArg(const httplib::Request& req) { return req.matches[req.matches.size() - 1]; }
-
-// A job id as POST /v1/jobs takes it: any positive 64-bit integer.
-bool ParseId(const std::string& s, int64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  try {
-    *out = std::stoll(s);
-  } catch (const std::out_of_range&) {
-    return false;
-  }
-  return *out > 0;
-}
-
-// Query parameter as a non-negative int; -1 when absent; throws SpecError when malformed.
-int IntParam(const httplib::Request& req, const char* name) {
-  if (!req.has_param(name)) return -1;
-  std::string v = req.get_param_value(name);
-  int64_t n = 0;
-  if (v == "0") return 0;
-  if (!ParseId(v, &n) || n > INT32_MAX) {
-    throw model::SpecError(
-        name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
-  }
-  return static_cast<int>(n);
-}
-
-// What the route handlers share. The references outlive the server.
-struct Api {
-  Supervisor& supervisor;
-  Agent& agent;
-  metrics::Registry& metrics;
-  net::ConnectionGuard* guard;  // may be null
-};
 
 void SendJson(httplib::Response& res, const json& body) {
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
@@ -203,126 +201,6 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
     return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
   }
   res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
-}
-
-// Logs are read and sent 64 KiB at a time, from a file that may be many
-// GB: memory per request stays bounded whatever the log's size.
-constexpr size_t kLogChunk = 64 * 1024;
-// tail=N: at most this many lines, found within this many bytes from the end.
-constexpr int kMaxTailLines = 100000;
-constexpr uint64_t kMaxTailScan = 64ull << 20;
-
-// Where the last `lines` lines of the first `size` bytes of the file begin (a
-// final newline ends the last line rather than starting another). Reads
-// backwards a chunk at a time; gives up kMaxTailScan bytes before the end
-// (lines that long are cut there).
-uint64_t TailOffset(const std::string& path, uint64_t size, int lines) {
-  if (lines == 0) return size;
-  std::ifstream f(path, std::ios::binary);
-  const uint64_t floor = size > kMaxTailScan ? size - kMaxTailScan : 0;
-  uint64_t end = size;
-  int seen = 0;
-  bool last_byte = true;  // the file's final byte: a newline there ends, not starts, a line
-  std::string chunk;
-  while (end > floor && f) {
-    uint64_t begin = end > floor + kLogChunk ? end - kLogChunk : floor;
-    chunk.resize(static_cast<size_t>(end - begin));
-    f.seekg(static_cast<std::streamoff>(begin));
-    f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    if (f.gcount() != static_cast<std::streamsize>(chunk.size())) break;
-    for (size_t i = chunk.size(); i-- > 0;) {
-      if (chunk[i] == '\n' && !last_byte && ++seen == lines) return begin + i + 1;
-      last_byte = false;
-    }
-    end = begin;
-  }
-  return floor;
-}
-
-// Streams the attempt's log from `offset`: up to `end` (the size it had when
-// asked), or with `follow`, on as it grows until the attempt has ended and
-// everything is sent (or the client goes away).
-void StreamLog(const Api& api, const httplib::Request& req, httplib::Response& res, int64_t id,
-               int attempt, std::string path, uint64_t offset, uint64_t end, bool follow) {
-  auto pos = std::make_shared<uint64_t>(offset);
-  Supervisor& supervisor = api.supervisor;
-  // A long stream is an answer in progress, not a slow request.
-  std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};
-  res.set_chunked_content_provider("text/plain", [&supervisor, id, attempt, path, pos, end, follow,
-                                                  touch](size_t, httplib::DataSink& sink) {
-    touch();
-    for (int waited = 0; waited < 50; ++waited) {
-      bool live = follow && supervisor.Live(id, attempt);
-      uint64_t want = follow ? kLogChunk : std::min<uint64_t>(kLogChunk, end - *pos);
-      std::string chunk(static_cast<size_t>(want), '\0');
-      std::ifstream f(path, std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(*pos));
-      f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-      chunk.resize(static_cast<size_t>(std::max<std::streamsize>(f.gcount(), 0)));
-      if (!chunk.empty()) {
-        *pos += chunk.size();
-        return sink.write(chunk.data(), chunk.size());
-      }
-      if (!live) {
-        sink.done();
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return sink.is_writable();
-  });
-}
-
-// GET /v1/jobs/{id}/logs
-void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
-  int attempt, tail, follow;
-  int64_t offset = -1;
-  try {
-    attempt = IntParam(req, "attempt");
-    tail = IntParam(req, "tail");
-    follow = IntParam(req, "follow");
-    if (req.has_param("offset")) {
-      // Resuming a stream that broke off: the bytes the client already has.
-      const std::string v = req.get_param_value("offset");
-      if (v == "0") {
-        offset = 0;
-      } else if (!ParseId(v, &offset)) {
-        throw model::SpecError(
-            "offset", "offset must be a non-negative integer, in bytes (got \"" + v + "\")");
-      }
-      if (tail >= 0) throw model::SpecError("offset", "offset and tail exclude each other");
-    }
-    if (tail > kMaxTailLines) {
-      throw model::SpecError("tail", "tail must be at most " + std::to_string(kMaxTailLines) +
-                                         " lines (got " + std::to_string(tail) + ")");
-    }
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
-  std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
-  if (path.empty() && !api.supervisor.RunsProcesses()) {
-    return net::ErrorResponse(res, 404,
-                              "no logs for job " + std::to_string(id) +
-                                  ": this host is simulated (driver sim), its jobs run no process");
-  }
-  if (path.empty()) {
-    return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
-  }
-  if (attempt <= 0) {
-    // attempt from the directory name <job>-<attempt>/output.log
-    std::string dir = path.substr(0, path.rfind('/'));
-    attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
-  }
-  struct stat st {};
-  uint64_t size = stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-  uint64_t start = offset >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(offset), size)
-                   : tail < 0  ? 0
-                               : TailOffset(path, size, tail);
-  StreamLog(api, req, res, id, attempt, path, start, size, follow > 0);
 }
 
 // Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the cluster token.

@@ -7,7 +7,10 @@
 //   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1&offset=BYTES] output
 //                                  (stdout+stderr), streamed 64 KiB at a time; tail <= 100000
 //                                  lines, found reading backwards (within the last 64 MiB);
-//                                  offset: resume a stream from that byte
+//                                  offset: resume a stream from that byte. Positions count
+//                                  bytes of the whole output, across its rotated files
+//                                  (output_log.h); the answer's X-Log-Offset says where its
+//                                  first byte is, X-Log-First the oldest byte still kept
 // Bad requests get 4xx with {"error": "..."} naming the field; nothing is started.
 //
 // Hollow hosts (hollow.h) share one listener: host X's API is the same under

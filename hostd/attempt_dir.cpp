@@ -43,7 +43,9 @@ json ToJson(const ShimRequest& r) {
               {"data_dir", r.data_dir},
               {"driver", r.driver},
               {"spec", model::ToJson(r.spec)},
-              {"fence_after_ms", r.fence_after_ms}};
+              {"fence_after_ms", r.fence_after_ms},
+              {"log_max_files", r.log_max_files},
+              {"log_max_file_mb", r.log_max_file_mb}};
 }
 
 ShimRequest ShimRequestFromJson(const json& j) {
@@ -55,6 +57,8 @@ ShimRequest ShimRequestFromJson(const json& j) {
   r.driver = j.at("driver").get<std::string>();
   r.spec = model::ParseJobSpec(j.at("spec"));
   r.fence_after_ms = j.value("fence_after_ms", static_cast<int64_t>(0));
+  r.log_max_files = j.value("log_max_files", r.log_max_files);
+  r.log_max_file_mb = j.value("log_max_file_mb", r.log_max_file_mb);
   return r;
 }
 

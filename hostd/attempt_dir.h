@@ -25,7 +25,8 @@
 //               "error"} when it could not start, or {"kind":"lost","error"}
 //               by hostd when the shim died without one (after killing what
 //               was left of the job). The first outcome line wins.
-//   output.log  the job's stdout and stderr (the driver appends)
+//   output.log  the job's stdout and stderr, through a pipe the shim copies
+//               to this file, rotated to output.log.<offset> (output_log.h)
 //   state.reported.jsonl  state.jsonl renamed by hostd once the outcome
 //               reached the database: restarts skip the directory (one stat)
 // and, per data dir:
@@ -87,6 +88,9 @@ struct ShimRequest {
   // Self-fence: the shim SIGKILLs the job once the host's lease (lease.h) is
   // this old; 0 = never.
   int64_t fence_after_ms = 0;
+  // The job's output files (output_log.h): the spec's limits, else the host's.
+  int log_max_files = 5;
+  int log_max_file_mb = 20;
 };
 nlohmann::json ToJson(const ShimRequest& r);
 // Throws std::exception (model::SpecError for a bad spec) when malformed.

@@ -91,6 +91,8 @@ struct HostdFlags {
   int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
   std::string id_prefix = "sim-";
   int db_connections = 4;
+  int log_max_files = pgfleet::model::kDefaultLogMaxFiles;
+  int log_max_file_mb = pgfleet::model::kDefaultLogMaxFileMb;
   std::vector<std::string> labels;
   std::map<std::string, std::string> label_map;
 };
@@ -144,7 +146,12 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "hostd itself is stopped, dead or hung (a hostd back within the deadline keeps its jobs); "
       "=false leaves the jobs of a stopped hostd running, possibly next to their replacements")(
       "data-dir", po::value(&f->data_dir),
-      "directory for job logs and state (default ./pgfleet-data/<id>)");
+      "directory for job logs and state (default ./pgfleet-data/<id>)")(
+      "log-max-files", po::value(&f->log_max_files)->default_value(f->log_max_files),
+      "output files kept per job attempt (the oldest is removed), when its spec sets no "
+      "log_max_files; 2-100")(
+      "log-max-file-mb", po::value(&f->log_max_file_mb)->default_value(f->log_max_file_mb),
+      "MiB per output file, when the job's spec sets no log_max_file_mb; 1-1024");
 }
 
 // Stops the API in two steps. Begin closes the listening socket at once (in
@@ -211,6 +218,17 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
         "--host-ttl must be > --heartbeat-interval (got {:g} <= {:g})", f->host_ttl, f->heartbeat));
   }
   CheckFenceMargin(*f);
+  // The same bounds as a job's own settings.
+  auto bounded = [](const char* flag, int v, int lo, int hi) {
+    if (v < lo || v > hi) {
+      throw std::invalid_argument(
+          fmt::format("{} must be between {} and {} (got {})", flag, lo, hi, v));
+    }
+  };
+  bounded("--log-max-files", f->log_max_files, pgfleet::model::kMinLogMaxFiles,
+          pgfleet::model::kMaxLogMaxFiles);
+  bounded("--log-max-file-mb", f->log_max_file_mb, pgfleet::model::kMinLogMaxFileMb,
+          pgfleet::model::kMaxLogMaxFileMb);
   for (const auto& l : f->labels) f->label_map.insert(pgfleet::model::ParseKeyValue("--label", l));
 }
 
@@ -333,6 +351,8 @@ int main(int argc, char** argv) {
   sup_opts.driver = driver_name;
   sup_opts.shim_binary = "/proc/self/exe";
   sup_opts.job_nofile = job_nofile;
+  sup_opts.log_max_files = f.log_max_files;
+  sup_opts.log_max_file_mb = f.log_max_file_mb;
   pgfleet::hostd::Supervisor supervisor(
       sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "hostd/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/lease.h"
+#include "hostd/output_log.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -140,10 +142,48 @@ int LockAttemptDir(const std::string& dir, bool inherited_lock) {
   return lock_fd;
 }
 
+// The job's stdout and stderr: a pipe whose read end a thread copies into
+// the attempt's rotated output files (output_log.h) until every writer has
+// closed it. A job that writes faster than the disk blocks on the full pipe
+// (nothing is lost); output the disk refuses (full) is dropped and counted.
+struct OutputPipe {
+  int write_fd = -1;
+  std::shared_future<void> copied;  // ready once the copy saw end of file
+};
+
+OutputPipe StartOutputCopy(const std::string& dir, const attempt::ShimRequest& req,
+                           const std::string& ids) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) FailStart(dir, ids, std::string("pipe: ") + std::strerror(errno));
+  fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);  // fewer stalls for a bursty job (best effort)
+  auto done = std::make_shared<std::promise<void>>();
+  OutputPipe out{fds[1], done->get_future().share()};
+  // Everything the thread needs is allocated here: until the job writes, it
+  // only waits in read(), so the driver may clone() meanwhile (the container
+  // driver's child runs code before exec) without a lock held by another thread.
+  auto writer = std::make_shared<output::Writer>(dir, req.log_max_files,
+                                                 static_cast<uint64_t>(req.log_max_file_mb) << 20);
+  auto buf = std::make_shared<std::vector<char>>(1 << 16);
+  std::thread([read_fd = fds[0], ids, writer, buf, done] {
+    while (true) {
+      ssize_t n = read(read_fd, buf->data(), buf->size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      writer->Write(buf->data(), static_cast<size_t>(n));
+    }
+    if (writer->dropped() > 0) {
+      spdlog::warn("{} {} bytes of output could not be written (disk full?)", ids,
+                   writer->dropped());
+    }
+    done->set_value();
+  }).detach();
+  return out;
+}
+
 // Starts the job through the driver, records "started" and tells hostd.
 // Ends the process (FailStart) when the job cannot start.
 std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimRequest& req,
-                                    Driver* prepared, const std::string& ids) {
+                                    Driver* prepared, const std::string& ids, int output_fd) {
   // The driver lives as long as the process and is never destroyed: its
   // destructor tidies state shared by every job of the host (the per-host
   // cgroup), which is hostd's business, not one job's.
@@ -157,11 +197,13 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
     run.spec = req.spec;
     run.job_dir = dir;
     run.log_path = dir + "/" + attempt::kOutputFile;
+    run.output_fd = output_fd;
     run.host_id = req.host_id;
     exec = driver->Start(run);
   } catch (const std::exception& e) {
     FailStart(dir, ids, e.what());
   }
+  close(output_fd);  // the job holds it now: the copy ends when the job's side closes
   const pid_t pid = exec->pid();
   attempt::JobRecord record;
   record.job = {pid, attempt::ProcStartTime(pid)};  // our unreaped child: the pid is stable
@@ -176,12 +218,22 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
   return exec;
 }
 
-// Waits for the job on its own thread; records the outcome, unlocks, and
-// ends the process.
+// How long after the job's exit its output may still be arriving (a
+// process it left behind can hold the pipe open forever).
+constexpr auto kOutputDrain = std::chrono::seconds(2);
+
+// Waits for the job on its own thread and for its output to be on disk;
+// records the outcome, unlocks, and ends the process.
 void RecordExitWhenDone(Execution* running, const std::string& dir, const std::string& ids,
-                        int lock_fd) {
-  std::thread([running, dir, ids, lock_fd] {
+                        int lock_fd, std::shared_future<void> output_copied) {
+  std::thread([running, dir, ids, lock_fd, output_copied] {
     ExitStatus st = running->Wait();
+    if (output_copied.wait_for(kOutputDrain) != std::future_status::ready) {
+      spdlog::warn(
+          "{} output still open {} s after the job's exit (a process it left?): "
+          "the rest is not kept",
+          ids, kOutputDrain.count());
+    }
     attempt::Outcome o;
     o.kind = model::ExitOutcome::kExited;
     o.status = st;
@@ -295,8 +347,9 @@ void RunShim(const std::string& dir, Driver* prepared) {
   if (!request_error.empty()) FailStart(dir, ids, request_error);
   ids = "job=" + std::to_string(req.job_id) + " attempt=" + std::to_string(req.attempt);
 
-  Execution* running = StartJob(dir, req, prepared, ids).release();
-  RecordExitWhenDone(running, dir, ids, lock_fd);
+  OutputPipe output = StartOutputCopy(dir, req, ids);
+  Execution* running = StartJob(dir, req, prepared, ids, output.write_fd).release();
+  RecordExitWhenDone(running, dir, ids, lock_fd, output.copied);
   ForwardStops(running, req, ids, stop_signals);
 }
 

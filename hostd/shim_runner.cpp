@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/util/text.h"
+#include "hostd/output_log.h"
 #include "hostd/recovery.h"
 #include "hostd/supervisor.h"
 
@@ -59,8 +60,9 @@ void ShimRunner::Signal(int64_t, int, const Started& started, int shim_signal) {
 }
 
 std::string ShimRunner::OutputTail(int64_t job_id, int attempt) const {
-  return util::TailOfFile(attempt::DirOf(data_dir_, job_id, attempt) + "/" + attempt::kOutputFile,
-                          kOutputTailBytes);
+  const std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
+  std::string tail = output::Tail(dir, kOutputTailBytes);
+  return util::TailText(tail, output::ExtentOf(dir).end > tail.size());
 }
 
 void ShimRunner::MarkReported(int64_t job_id, int attempt) {
@@ -74,8 +76,8 @@ std::string ShimRunner::LogPath(int64_t job_id, int attempt) const {
   // Latest attempt on disk: also after a hostd restart, logs outlive the job.
   if (attempt <= 0) attempt = LatestAttemptOnDisk(data_dir_, job_id);
   if (attempt <= 0) return "";
-  std::string p = attempt::DirOf(data_dir_, job_id, attempt) + "/" + attempt::kOutputFile;
-  return attempt::FileExists(p) ? p : "";
+  std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
+  return output::Exists(dir) ? dir + "/" + attempt::kOutputFile : "";
 }
 
 }  // namespace pgfleet::hostd

@@ -161,6 +161,9 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
   req.driver = options_.driver;
   req.spec = rec.spec;
   req.fence_after_ms = fence_after_ms_.load();
+  req.log_max_files = rec.spec.log_max_files > 0 ? rec.spec.log_max_files : options_.log_max_files;
+  req.log_max_file_mb =
+      rec.spec.log_max_file_mb > 0 ? rec.spec.log_max_file_mb : options_.log_max_file_mb;
   return req;
 }
 

@@ -87,6 +87,10 @@ struct SupervisorOptions {
   // How long a finished attempt stays in memory (List, Known, Replay). Its
   // claim stays (attempt_runner.h): it never starts again either way.
   std::chrono::milliseconds keep_finished = std::chrono::hours(1);
+  // Output files per job, and MiB per file, when its spec sets none
+  // (--log-max-files, --log-max-file-mb).
+  int log_max_files = model::kDefaultLogMaxFiles;
+  int log_max_file_mb = model::kDefaultLogMaxFileMb;
 };
 
 class Supervisor {

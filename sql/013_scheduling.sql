@@ -130,7 +130,8 @@ language sql stable as $$
     'constraints', j.constraints, 'priority', j.priority, 'max_attempts', j.max_attempts,
     'formation', j.formation, 'rootfs', j.rootfs, 'user', j.run_as, 'network', j.network,
     'pids_max', j.pids_max, 'cpu_hard_limit', j.cpu_hard_limit,
-    'stop_grace_seconds', j.stop_grace_seconds, 'privileged', j.privileged)
+    'stop_grace_seconds', j.stop_grace_seconds, 'privileged', j.privileged,
+    'log_max_files', j.log_max_files, 'log_max_file_mb', j.log_max_file_mb)
 $$;
 comment on function pgfleet.job_spec(pgfleet.jobs) is
   'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs); one definition for the scheduler and hostd.';

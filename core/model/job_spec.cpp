@@ -111,6 +111,8 @@ JobSpec ParseJobSpec(const json& j) {
                                               "pids_max",
                                               "cpu_hard_limit",
                                               "stop_grace_seconds",
+                                              "log_max_files",
+                                              "log_max_file_mb",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -138,6 +140,8 @@ JobSpec ParseJobSpec(const json& j) {
   s.network = StringField(j, "network", "host");
   s.pids_max = IntField(j, "pids_max", kDefaultPidsMax);
   s.stop_grace_seconds = IntField(j, "stop_grace_seconds", kDefaultStopGraceSeconds);
+  s.log_max_files = IntField(j, "log_max_files", 0);
+  s.log_max_file_mb = IntField(j, "log_max_file_mb", 0);
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
     if (auto it = j.find(name); it != j.end() && !it->is_null()) {
@@ -182,6 +186,14 @@ void Validate(const JobSpec& s) {
     throw SpecError("stop_grace_seconds",
                     "stop_grace_seconds must be >= 0" + got(s.stop_grace_seconds));
   }
+  auto bounded = [&](const char* field, int v, int lo, int hi) {
+    if (v != 0 && (v < lo || v > hi)) {
+      throw SpecError(field, std::string(field) + " must be between " + std::to_string(lo) +
+                                 " and " + std::to_string(hi) + got(v));
+    }
+  };
+  bounded("log_max_files", s.log_max_files, kMinLogMaxFiles, kMaxLogMaxFiles);
+  bounded("log_max_file_mb", s.log_max_file_mb, kMinLogMaxFileMb, kMaxLogMaxFileMb);
 }
 
 nlohmann::json ToJson(const JobSpec& s) {
@@ -199,6 +211,8 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"pids_max", s.pids_max},
               {"cpu_hard_limit", s.cpu_hard_limit},
               {"stop_grace_seconds", s.stop_grace_seconds},
+              {"log_max_files", s.log_max_files},
+              {"log_max_file_mb", s.log_max_file_mb},
               {"privileged", s.privileged}};
 }
 

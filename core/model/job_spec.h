@@ -30,6 +30,12 @@ inline constexpr int kDefaultMemory = 64;    // MiB
 inline constexpr int kDefaultPriority = 50;  // 0..100
 inline constexpr int kDefaultPidsMax = 1024;
 inline constexpr int kDefaultStopGraceSeconds = 10;
+// A job's output files (hostd/output_log.h) when neither its spec nor the
+// host says otherwise, and the bounds of both settings.
+inline constexpr int kDefaultLogMaxFiles = 5;
+inline constexpr int kDefaultLogMaxFileMb = 20;
+inline constexpr int kMinLogMaxFiles = 2, kMaxLogMaxFiles = 100;
+inline constexpr int kMinLogMaxFileMb = 1, kMaxLogMaxFileMb = 1024;
 
 struct JobSpec {
   std::vector<std::string> command;  // argv; never passed to a shell; non-empty
@@ -48,6 +54,10 @@ struct JobSpec {
   int pids_max = kDefaultPidsMax;
   bool cpu_hard_limit = false;  // also set a CFS quota of `cpu` millicores
   int stop_grace_seconds = kDefaultStopGraceSeconds;
+  // Output kept: at most log_max_files files of log_max_file_mb MiB each
+  // (the newest output wins); 0 = the host's default.
+  int log_max_files = 0;
+  int log_max_file_mb = 0;
 
   // Set by the database (jobs.privileged): the submitter was a member of
   // pgfleet_privileged, so the privileged features below may be used.

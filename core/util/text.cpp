@@ -67,13 +67,18 @@ std::string TailOfFile(const std::string& path, size_t max_bytes) {
   std::string buf(static_cast<size_t>(size - start), '\0');
   f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
   buf.resize(static_cast<size_t>(f.gcount()));
+  return TailText(buf, start > 0);
+}
+
+std::string TailText(const std::string& bytes, bool cut) {
   // Skip continuation bytes cut off from their lead byte.
   size_t skip = 0;
-  if (start > 0) {
-    while (skip < buf.size() && skip < 3 && (static_cast<unsigned char>(buf[skip]) & 0xC0) == 0x80)
+  if (cut) {
+    while (skip < bytes.size() && skip < 3 &&
+           (static_cast<unsigned char>(bytes[skip]) & 0xC0) == 0x80)
       ++skip;
   }
-  return SanitizeUtf8(buf.substr(skip));
+  return SanitizeUtf8(bytes.substr(skip));
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {

@@ -14,6 +14,9 @@ std::string SanitizeUtf8(const std::string& bytes);
 // The last max_bytes bytes of a file (fewer if it is shorter), sanitized, and
 // never starting in the middle of a UTF-8 character. Empty if the file is missing.
 std::string TailOfFile(const std::string& path, size_t max_bytes);
+// The same for bytes already read: sanitized, and when `cut` (they are the
+// end of something longer) without a leading partial UTF-8 character.
+std::string TailText(const std::string& bytes, bool cut);
 
 // Reads a whole (small) file with plain read(2) calls; "" when it cannot be
 // read. For /proc, cgroup and state files that may vanish at any moment.

@@ -168,8 +168,7 @@ class ContainerDriver : public Driver {
 };
 
 void ContainerDriver::OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds) {
-  fds->log.reset(
-      AboveStdio(open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)));
+  fds->log.reset(OpenJobOutput(req, 0640));
   if (fds->log.get() < 0) {
     throw DriverError("cannot open log file " + req.log_path + ": " + ErrnoText(errno));
   }

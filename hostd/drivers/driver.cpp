@@ -1,5 +1,8 @@
 #include "hostd/drivers/driver.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "hostd/drivers/container.h"
 #include "hostd/drivers/process.h"
 
@@ -12,6 +15,15 @@ std::vector<std::string> JobEnvironment(const RunRequest& req) {
   env.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
   env.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
   return env;
+}
+
+int OpenJobOutput(const RunRequest& req, mode_t mode) {
+  if (req.output_fd >= 0) return fcntl(req.output_fd, F_DUPFD_CLOEXEC, 3);
+  int fd = open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, mode);
+  if (fd < 0 || fd >= 3) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);  // clear of the stdio slots it is dup'ed onto
+  close(fd);
+  return moved;
 }
 
 std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts) {

@@ -30,8 +30,16 @@ struct RunRequest {
   model::JobSpec spec;
   std::string job_dir;   // per-attempt directory, created by hostd, writable by the job
   std::string log_path;  // file receiving the job's stdout and stderr (combined, appended)
-  std::string host_id;   // for naming (cgroup path, hostname prefix...)
+  // When >= 0, the job's stdout and stderr go here instead of log_path: the
+  // write end of the shim's output pipe (output_log.h). The caller keeps it.
+  int output_fd = -1;
+  std::string host_id;  // for naming (cgroup path, hostname prefix...)
 };
+
+// A descriptor (close-on-exec, above the stdio slots) for the job's stdout and
+// stderr: a duplicate of req.output_fd, or req.log_path opened for appending
+// with `mode`. -1 with errno set when it cannot be had.
+int OpenJobOutput(const RunRequest& req, mode_t mode);
 
 // The PATH a job gets when its spec sets none.
 inline constexpr const char* kDefaultJobPath =

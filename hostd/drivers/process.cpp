@@ -70,12 +70,7 @@ class ProcessDriver : public Driver {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
 
-    int log_fd = open(req.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd >= 0 && log_fd < 3) {  // keep it clear of the stdio slots it is dup'ed onto
-      int moved = fcntl(log_fd, F_DUPFD_CLOEXEC, 3);
-      close(log_fd);
-      log_fd = moved;
-    }
+    int log_fd = OpenJobOutput(req, 0644);
     if (log_fd < 0)
       throw DriverError("cannot open log " + req.log_path + ": " + std::strerror(errno));
 

@@ -18,13 +18,15 @@ namespace {
 // take the columns' defaults.
 const char* kInsertSpec = R"(
   insert into pgfleet.jobs (command, env, constraints, cpu, memory, priority, max_attempts,
-                            rootfs, run_as, network, pids_max, stop_grace_seconds)
+                            rootfs, run_as, network, pids_max, stop_grace_seconds,
+                            log_max_files, log_max_file_mb)
   select array(select jsonb_array_elements_text(s->'command')),
          coalesce(s->'env', '{}'), coalesce(s->'constraints', '{}'),
          coalesce((s->>'cpu')::int, 100), coalesce((s->>'memory')::int, 64),
          coalesce((s->>'priority')::int, 50), coalesce((s->>'max_attempts')::int, 1),
          s->>'rootfs', s->>'user', coalesce(s->>'network', 'host'),
-         coalesce((s->>'pids_max')::int, 1024), coalesce((s->>'stop_grace_seconds')::int, 10)
+         coalesce((s->>'pids_max')::int, 1024), coalesce((s->>'stop_grace_seconds')::int, 10),
+         (s->>'log_max_files')::int, (s->>'log_max_file_mb')::int
     from (select $1::jsonb as s) x)";
 
 // Runs sql with $1 = spec; returns the error message, "" if it succeeded.

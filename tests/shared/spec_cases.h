@@ -59,6 +59,11 @@ inline std::vector<SpecCase> SpecCases() {
       {"pids_max", R"({"command":["true"],"pids_max":0})", "pids_max must be > 0"},
       {"stop_grace_seconds", R"({"command":["true"],"stop_grace_seconds":-1})",
        "stop_grace_seconds must be >= 0"},
+      {"log_max_files", R"({"command":["true"],"log_max_files":1})",
+       "log_max_files must be between 2 and 100"},
+      {"log_max_file_mb", R"({"command":["true"],"log_max_file_mb":1025})",
+       "log_max_file_mb must be between 1 and 1024"},
+      {"log limits", R"({"command":["true"],"log_max_files":100,"log_max_file_mb":1})", ""},
       {"empty command", R"({"command":[]})", "command must"},
       {"empty program", R"({"command":[""]})", "command"},
   };
