@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "core/net/endpoint.h"
@@ -36,6 +37,7 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
   uint64_t next = 0;  // position in the whole output after the last byte copied
   while (true) {
     int status = 0;
+    std::string refused_body;
     try {
       auto ep = net::MakeEndpoint(api_url, token, 5);
       auto& client = ep.client;
@@ -61,9 +63,13 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
               } catch (const std::exception&) {
               }
             }
-            return r.status == 200;
+            return true;
           },
           [&](const char* data, size_t len) {
+            if (status != 200) {  // the host's {"error": ...}
+              if (refused_body.size() < 4096) refused_body.append(data, len);
+              return true;
+            }
             std::cout.write(data, static_cast<std::streamsize>(len));
             std::cout.flush();
             out.bytes += len;
@@ -77,8 +83,16 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
       }
     } catch (const std::exception&) {
     }
-    // Refused (no such attempt here, unauthorized), or not following: done.
-    if ((status != 0 && status != 200) || !follow) return out;
+    // Refused (no such attempt here, collected, unauthorized), or not following: done.
+    if (status != 0 && status != 200) {
+      out.refused = "HTTP " + std::to_string(status);
+      try {
+        out.refused = nlohmann::json::parse(refused_body).at("error").get<std::string>();
+      } catch (const std::exception&) {
+      }
+      return out;
+    }
+    if (!follow) return out;
     if (std::chrono::steady_clock::now() - last_answer > kGiveUpAfter) return out;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -10,8 +10,9 @@
 namespace pgfleet::cli {
 
 struct LogStream {
-  bool ended = false;  // the host sent the whole log (with follow: the attempt ended)
-  uint64_t bytes = 0;  // bytes copied to stdout
+  bool ended = false;   // the host sent the whole log (with follow: the attempt ended)
+  uint64_t bytes = 0;   // bytes copied to stdout
+  std::string refused;  // the host answered with an error: its message
 };
 
 // Copies the attempt's output to stdout as it arrives; with follow, until the

@@ -69,8 +69,14 @@ int CmdLogs(const std::vector<std::string>& args) {
               << stream.bytes << " bytes of job " << id << "'s output\n";
     return kExitFailure;
   }
+  if (!stream.refused.empty()) {
+    std::cerr << "pgfleet logs: host " << job->host_id << ": " << stream.refused << "\n";
+  }
   if (job->output_tail) {
-    std::cerr << "pgfleet logs: host " << job->host_id << " not reachable (or no --token-file); "
+    std::cerr << "pgfleet logs: "
+              << (stream.refused.empty()
+                      ? "host " + job->host_id + " not reachable (or no --token-file); "
+                      : std::string())
               << "showing the last 4 KiB kept in the database\n";
     std::cout << *job->output_tail;
     return kExitOk;

@@ -286,9 +286,10 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
 }  // namespace
 
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
-                const std::string& token, metrics::Registry& metrics, net::ConnectionGuard* guard) {
+                const std::string& token, metrics::Registry& metrics, net::ConnectionGuard* guard,
+                Collector* collector) {
   // The server outlives its handlers' calls; so do the objects Api refers to.
-  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard});
+  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard, collector});
   InstallRoutes(
       server, "/v1/", "", [api](const httplib::Request&, httplib::Response&) { return api.get(); },
       token, metrics, guard);
@@ -299,7 +300,7 @@ void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHa
                      net::ConnectionGuard* guard) {
   auto apis = std::make_shared<std::map<std::string, Api>>();
   for (const auto& [id, h] : hosts) {
-    apis->emplace(id, Api{*h.supervisor, *h.agent, metrics, guard});
+    apis->emplace(id, Api{*h.supervisor, *h.agent, metrics, guard, nullptr});
   }
   auto resolve = [apis](const httplib::Request& req, httplib::Response& res) -> const Api* {
     auto it = apis->find(req.matches[1]);

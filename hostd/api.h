@@ -24,15 +24,17 @@
 #include "core/net/connection_guard.h"
 #include "core/net/http.h"
 #include "hostd/agent.h"
+#include "hostd/collector.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
 
 // guard (may be null): bounds slow and numerous clients; its Install() must
 // have been called on the server (core/net/connection_guard.h).
+// collector (may be null): where collected attempts are remembered.
 void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
                 const std::string& token, metrics::Registry& metrics,
-                net::ConnectionGuard* guard = nullptr);
+                net::ConnectionGuard* guard = nullptr, Collector* collector = nullptr);
 
 inline constexpr const char* kHostsPathPrefix = "/hosts/";
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/model/job_spec.h"
+#include "core/util/text.h"
 #include "hostd/api_routes.h"
 #include "hostd/output_log.h"
 
@@ -58,17 +59,33 @@ uint64_t TailOffset(const std::string& dir, output::Extent extent, int lines) {
   return floor;
 }
 
+// 410 when the attempt's directory was collected (attempt 0: the job's
+// latest collected attempt); false when it was not.
+bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt) {
+  if (!api.collector) return false;
+  auto c = api.collector->Find(id, &attempt);
+  if (!c) return false;
+  net::ErrorResponse(res, 410,
+                     "the log of job " + std::to_string(id) + " attempt " +
+                         std::to_string(attempt) + " was collected at " +
+                         util::IsoTime(c->collected) + " (the attempt ended at " +
+                         util::IsoTime(c->ended) + "; hostd --gc-after, --gc-disk-percent)");
+  return true;
+}
+
 // Streams the attempt's output from `offset`: up to `end` (where it ended
 // when asked), or with `follow`, on as it grows until the attempt has ended
-// and everything is sent (or the client goes away).
+// and everything is sent (or the client goes away). `hold` keeps the
+// attempt's directory from being collected meanwhile.
 void StreamLog(const Api& api, const httplib::Request& req, httplib::Response& res, int64_t id,
-               int attempt, std::string dir, uint64_t offset, uint64_t end, bool follow) {
+               int attempt, std::string dir, uint64_t offset, uint64_t end, bool follow,
+               std::shared_ptr<void> hold) {
   auto pos = std::make_shared<uint64_t>(offset);
   Supervisor& supervisor = api.supervisor;
   // A long stream is an answer in progress, not a slow request.
   std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};
   res.set_chunked_content_provider("text/plain", [&supervisor, id, attempt, dir, pos, end, follow,
-                                                  touch](size_t, httplib::DataSink& sink) {
+                                                  touch, hold](size_t, httplib::DataSink& sink) {
     touch();
     for (int waited = 0; waited < 50; ++waited) {
       bool live = follow && supervisor.Live(id, attempt);
@@ -126,6 +143,7 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
                                   ": this host is simulated (driver sim), its jobs run no process");
   }
   if (path.empty()) {
+    if (AnswerCollected(api, res, id, attempt < 0 ? 0 : attempt)) return;
     return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
   }
   std::string dir = path.substr(0, path.rfind('/'));
@@ -133,6 +151,10 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
     // attempt from the directory name <job>-<attempt>
     attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
   }
+  // Held before looking again: the collector either sees the hold, or has
+  // already recorded the attempt as collected.
+  std::shared_ptr<void> hold = api.collector ? api.collector->Hold(id, attempt) : nullptr;
+  if (AnswerCollected(api, res, id, attempt)) return;
   output::Extent extent = output::ExtentOf(dir);
   uint64_t start =
       offset >= 0 ? std::clamp<uint64_t>(static_cast<uint64_t>(offset), extent.first, extent.end)
@@ -143,7 +165,7 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
   // X-Log-First is above 0.
   res.set_header("X-Log-Offset", std::to_string(start));
   res.set_header("X-Log-First", std::to_string(extent.first));
-  StreamLog(api, req, res, id, attempt, dir, start, extent.end, follow > 0);
+  StreamLog(api, req, res, id, attempt, dir, start, extent.end, follow > 0, std::move(hold));
 }
 
 }  // namespace pgfleet::hostd::routes

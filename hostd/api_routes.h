@@ -10,6 +10,7 @@
 #include "core/metrics/metrics.h"
 #include "core/net/connection_guard.h"
 #include "hostd/agent.h"
+#include "hostd/collector.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd::routes {
@@ -20,6 +21,7 @@ struct Api {
   Agent& agent;
   metrics::Registry& metrics;
   net::ConnectionGuard* guard;  // may be null
+  Collector* collector;         // may be null (hosts that keep no attempt directories)
 };
 
 // The job id of a route: its last capture (hollow hosts' routes capture the host first).

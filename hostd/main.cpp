@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <map>
@@ -28,6 +29,7 @@
 #include "core/util/text.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
+#include "hostd/collector.h"
 #include "hostd/drivers/container.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/drivers/sim.h"
@@ -93,6 +95,9 @@ struct HostdFlags {
   int db_connections = 4;
   int log_max_files = pgfleet::model::kDefaultLogMaxFiles;
   int log_max_file_mb = pgfleet::model::kDefaultLogMaxFileMb;
+  std::string gc_after_text = "24h";
+  std::chrono::seconds gc_after{24 * 3600};
+  int gc_disk_percent = 80;
   std::vector<std::string> labels;
   std::map<std::string, std::string> label_map;
 };
@@ -151,7 +156,13 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "output files kept per job attempt (the oldest is removed), when its spec sets no "
       "log_max_files; 2-100")(
       "log-max-file-mb", po::value(&f->log_max_file_mb)->default_value(f->log_max_file_mb),
-      "MiB per output file, when the job's spec sets no log_max_file_mb; 1-1024");
+      "MiB per output file, when the job's spec sets no log_max_file_mb; 1-1024")(
+      "gc-after", po::value(&f->gc_after_text)->default_value(f->gc_after_text),
+      "remove a finished attempt's directory (its output) this long after it ended (90s, 15m, "
+      "24h, 7d); the database keeps its events and output tail")(
+      "gc-disk-percent", po::value(&f->gc_disk_percent)->default_value(f->gc_disk_percent),
+      "remove finished attempts sooner, oldest first, while the data directory's filesystem is "
+      "fuller than this (1-100)");
 }
 
 // Stops the API in two steps. Begin closes the listening socket at once (in
@@ -229,6 +240,8 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
           pgfleet::model::kMaxLogMaxFiles);
   bounded("--log-max-file-mb", f->log_max_file_mb, pgfleet::model::kMinLogMaxFileMb,
           pgfleet::model::kMaxLogMaxFileMb);
+  bounded("--gc-disk-percent", f->gc_disk_percent, 1, 100);
+  f->gc_after = pgfleet::util::ParseDuration("--gc-after", f->gc_after_text);
   for (const auto& l : f->labels) f->label_map.insert(pgfleet::model::ParseKeyValue("--label", l));
 }
 
@@ -345,7 +358,17 @@ int main(int argc, char** argv) {
   pgfleet::metrics::Registry metrics;
   pgfleet::hostd::HostConfig config = MakeHostConfig(flags.common(), f);
   pgfleet::hostd::Agent agent(config, metrics);
+  std::unique_ptr<pgfleet::hostd::Collector> collector;
+  if (driver_name != pgfleet::hostd::kSimDriver) {
+    collector = std::make_unique<pgfleet::hostd::Collector>(
+        pgfleet::hostd::CollectorOptions{data_dir, f.gc_after, f.gc_disk_percent}, metrics);
+  }
   pgfleet::hostd::SupervisorOptions sup_opts;
+  if (collector) {
+    sup_opts.collected = [c = collector.get()](int64_t job, int attempt) {
+      return c->Find(job, &attempt).has_value();
+    };
+  }
   sup_opts.data_dir = data_dir;
   sup_opts.host_id = id;
   sup_opts.driver = driver_name;
@@ -369,7 +392,22 @@ int main(int argc, char** argv) {
         "unreachable, even after schedulers may have replaced them",
         id);
   pgfleet::hostd::InstallApi(http.server(), supervisor, agent, flags.common().token, metrics,
-                             &http.guard());
+                             &http.guard(), collector.get());
+  if (collector) {
+    // Collects finished attempts in the background, never ending before _exit;
+    // at least every 10 s, so disk pressure is seen soon (a pass is a readdir
+    // and a stat per attempt directory).
+    auto every = std::clamp<std::chrono::seconds>(f.gc_after / 2, std::chrono::seconds(1),
+                                                  std::chrono::seconds(10));
+    std::thread([c = collector.get(), every, &stop] {
+      while (!stop) {
+        c->RunOnce();
+        for (auto t = std::chrono::seconds(0); t < every && !stop; t += std::chrono::seconds(1)) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+      }
+    }).detach();
+  }
   http.Serve(metrics, id);
   spdlog::info("host={} API on {} (advertised {}), data dir {}", id, http.address(), f.advertise,
                data_dir);

@@ -12,11 +12,8 @@
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
-namespace {
-
-// Calls fn(job, attempt, name) for every <job>-<attempt> entry of the jobs dir.
-template <typename Fn>
-void ForEachAttemptDir(const std::string& data_dir, Fn fn) {
+void ForEachAttemptDir(const std::string& data_dir,
+                       const std::function<void(int64_t job_id, int attempt)>& fn) {
   DIR* d = opendir(attempt::JobsDir(data_dir).c_str());
   if (!d) return;
   while (auto* e = readdir(d)) {
@@ -31,8 +28,6 @@ void ForEachAttemptDir(const std::string& data_dir, Fn fn) {
   }
   closedir(d);
 }
-
-}  // namespace
 
 std::vector<FoundAttempt> UnsettledAttempts(const std::string& data_dir) {
   std::vector<FoundAttempt> out;

@@ -11,6 +11,7 @@
 // from any thread, for directories of attempts it owns.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct FoundAttempt {
   attempt::State state;     // as read before shim_alive was sampled
   bool shim_alive = false;  // a shim holds the directory's lock
 };
+// Calls fn(job, attempt) for every <job>-<attempt> entry of <data_dir>/jobs.
+void ForEachAttemptDir(const std::string& data_dir,
+                       const std::function<void(int64_t job_id, int attempt)>& fn);
+
 // Every <job>-<attempt> directory without state.reported.jsonl.
 std::vector<FoundAttempt> UnsettledAttempts(const std::string& data_dir);
 

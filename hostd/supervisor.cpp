@@ -111,6 +111,9 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
+    if (options_.collected && options_.collected(job_id, attempt)) {
+      return StartResult::kPreviousLife;
+    }
     auto claim = runner_->ClaimAttempt(job_id, attempt, error);
     if (claim != AttemptRunner::Claim::kClaimed) {
       if (claim == AttemptRunner::Claim::kTaken) return StartResult::kPreviousLife;

@@ -91,6 +91,9 @@ struct SupervisorOptions {
   // (--log-max-files, --log-max-file-mb).
   int log_max_files = model::kDefaultLogMaxFiles;
   int log_max_file_mb = model::kDefaultLogMaxFileMb;
+  // Whether an attempt's directory was collected (collector.h): such an
+  // attempt is never started again, like one whose directory exists.
+  std::function<bool(int64_t job_id, int attempt)> collected;
 };
 
 class Supervisor {

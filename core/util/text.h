@@ -38,4 +38,7 @@ double ParseSeconds(const std::string& flag, const std::string& value);
 // Trims ASCII whitespace at both ends.
 std::string Trim(const std::string& s);
 
+// Epoch seconds as UTC ISO 8601, "2026-11-24T16:48:44Z".
+std::string IsoTime(int64_t epoch_seconds);
+
 }  // namespace pgfleet::util

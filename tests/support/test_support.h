@@ -158,7 +158,8 @@ class PrivatePostgres {
 // A small local cluster of real processes against a TestDatabase: schedulers
 // and hosts (process driver unless told otherwise), sharing one token file.
 // Hosts heartbeat every 0.5 s and reconcile every 1 s; `extra` may override
-// --db, --driver and --reconcile-interval.
+// --db, --driver, --reconcile-interval and --gc-disk-percent (100 unless
+// given: finished attempts are not collected early however full the disk).
 class Cluster {
  public:
   explicit Cluster(const TestDatabase& db);
