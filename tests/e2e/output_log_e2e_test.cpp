@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -21,15 +22,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Bytes the directory's files hold on disk: each file once, however many
+// names it has (a rotation links the full file under its new name before the
+// old name is given to a fresh file).
 uint64_t BytesIn(const std::string& dir) {
-  uint64_t total = 0;
+  std::map<ino_t, uint64_t> files;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     struct stat st {};
     if (lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      total += static_cast<uint64_t>(st.st_size);
+      files[st.st_ino] = static_cast<uint64_t>(st.st_size);
     }
   }
+  uint64_t total = 0;
+  for (const auto& [ino, size] : files) total += size;
   return total;
 }
 
@@ -153,8 +159,8 @@ TEST_F(OutputLogE2eTest, LimitsOutOfBoundsAreRefusedNamingTheField) {
     }
   }
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.jobs"));
-  auto bad_flag = testing::Run({BinaryPath("pgfleet-hostd"), "--db", db_.dsn(), "--id", "hx", "--token-file",
-                       cluster_->token_file(), "--log-max-files", "1"});
+  auto bad_flag = testing::Run({BinaryPath("pgfleet-hostd"), "--db", db_.dsn(), "--id", "hx",
+                                "--token-file", cluster_->token_file(), "--log-max-files", "1"});
   EXPECT_EQ(2, bad_flag.exit_code);
   EXPECT_NE(std::string::npos, bad_flag.err.find("--log-max-files must be between 2 and 100"))
       << bad_flag.err;
