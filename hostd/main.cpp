@@ -34,12 +34,17 @@
 #include "hostd/drivers/driver.h"
 #include "hostd/drivers/sim.h"
 #include "hostd/hollow.h"
+#include "hostd/hostd_flags.h"
 #include "hostd/lease.h"
 #include "hostd/shim.h"
 #include "hostd/shim_launcher.h"
 #include "hostd/supervisor.h"
 
 namespace po = boost::program_options;
+using pgfleet::hostd::AddHostdOptions;
+using pgfleet::hostd::HostdFlags;
+using pgfleet::hostd::HostdInfo;
+using pgfleet::hostd::ValidateHostdFlags;
 
 namespace {
 
@@ -80,91 +85,6 @@ bool MakeDirs(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// hostd's own flags (the shared ones are in daemon::Flags).
-struct HostdFlags {
-  std::string advertise, driver_name, data_dir, driver_note;
-  int cpu = 0, memory = 0;
-  double heartbeat = 2.0, reconcile = 5.0;
-  double host_ttl = pgfleet::hostd::kDefaultHostTtlMs / 1000.0;
-  // As given; durations take one syntax everywhere (util::ParseSeconds).
-  std::string heartbeat_text = "2s", reconcile_text = "5s",
-              host_ttl_text = std::to_string(pgfleet::hostd::kDefaultHostTtlMs / 1000) + "s";
-  bool self_fence = true, shim_fence = true;
-  int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
-  std::string id_prefix = "sim-";
-  int db_connections = 4;
-  int log_max_files = pgfleet::model::kDefaultLogMaxFiles;
-  int log_max_file_mb = pgfleet::model::kDefaultLogMaxFileMb;
-  std::string gc_after_text = "24h";
-  std::chrono::seconds gc_after{24 * 3600};
-  int gc_disk_percent = 80;
-  std::vector<std::string> labels;
-  std::map<std::string, std::string> label_map;
-};
-
-pgfleet::daemon::DaemonInfo HostdInfo() {
-  return {
-      "pgfleet-hostd",
-      "hostd",
-      "pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
-      " [--driver container|process|sim] [--cpu N] [--memory N] [--label k=v]..."
-      " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims=true|false]\n"
-      "       pgfleet-hostd --db DSN --token-file FILE --simulate N [--id-prefix P]"
-      " [--db-connections K] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
-      "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
-      "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)",
-      "host id (required)",
-      "API address HOST:PORT (port 0: any free port)"};
-}
-
-void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
-  opts.add_options()("advertise", po::value(&f->advertise),
-                     "URL schedulers use to reach this host (default http://<listen>)")(
-      "driver", po::value(&f->driver_name)->default_value("auto"),
-      "container, process, sim (jobs run no process: PGFLEET_SIM_SECONDS, PGFLEET_SIM_EXIT_CODE "
-      "in their env), or auto")(
-      "simulate", po::value(&f->simulate)->default_value(0),
-      "run N hollow hosts in this process (driver sim, ids <id-prefix>1..N, one listener: host "
-      "X's API under /hosts/X; docs/hollow-hosts.md)")(
-      "id-prefix", po::value(&f->id_prefix)->default_value("sim-"), "--simulate: host id prefix")(
-      "db-connections", po::value(&f->db_connections)->default_value(4),
-      "--simulate: database connections the hollow hosts share")(
-      "cpu", po::value(&f->cpu)->default_value(0),
-      "millicores offered (default: all cores x 1000)")(
-      "memory", po::value(&f->memory)->default_value(0),
-      "MiB offered (default: the machine's memory)")(
-      "label", po::value(&f->labels)->composing(),
-      "label KEY=VALUE for job constraints (repeatable)")(
-      "heartbeat-interval", po::value(&f->heartbeat_text)->default_value(f->heartbeat_text),
-      "time between heartbeats (500ms, 2s, 1.5, ...)")(
-      "reconcile-interval", po::value(&f->reconcile_text)->default_value(f->reconcile_text),
-      "time between reconciles with the database")(
-      "host-ttl", po::value(&f->host_ttl_text)->default_value(f->host_ttl_text),
-      "seconds without a heartbeat after which schedulers declare this host lost; must match "
-      "the database's settings.host_ttl_seconds (the shorter of the two is used)")(
-      "self-fence", po::value(&f->self_fence)->default_value(true)->implicit_value(true),
-      "SIGKILL every job when no heartbeat has succeeded for host-ttl (less a 0.5 s margin), "
-      "so a cut-off host never runs a job next to its replacement; --self-fence=false keeps "
-      "jobs running through database outages instead")(
-      "self-fence-shims", po::value(&f->shim_fence)->default_value(true)->implicit_value(true),
-      "each job's shim also SIGKILLs its job at that deadline, so the guarantee holds while "
-      "hostd itself is stopped, dead or hung (a hostd back within the deadline keeps its jobs); "
-      "=false leaves the jobs of a stopped hostd running, possibly next to their replacements")(
-      "data-dir", po::value(&f->data_dir),
-      "directory for job logs and state (default ./pgfleet-data/<id>)")(
-      "log-max-files", po::value(&f->log_max_files)->default_value(f->log_max_files),
-      "output files kept per job attempt (the oldest is removed), when its spec sets no "
-      "log_max_files; 2-100")(
-      "log-max-file-mb", po::value(&f->log_max_file_mb)->default_value(f->log_max_file_mb),
-      "MiB per output file, when the job's spec sets no log_max_file_mb; 1-1024")(
-      "gc-after", po::value(&f->gc_after_text)->default_value(f->gc_after_text),
-      "remove a finished attempt's directory (its output) this long after it ended (90s, 15m, "
-      "24h, 7d); the database keeps its events and output tail")(
-      "gc-disk-percent", po::value(&f->gc_disk_percent)->default_value(f->gc_disk_percent),
-      "remove finished attempts sooner, oldest first, while the data directory's filesystem is "
-      "fuller than this (1-100)");
-}
-
 // Stops the API in two steps. Begin closes the listening socket at once (in
 // the background: httplib's stop then waits out requests in flight and idle
 // keep-alive connections, up to 5 s), so the last heartbeat is not held up:
@@ -193,57 +113,6 @@ class ApiStop {
   std::future<void> done_;
   std::chrono::steady_clock::time_point deadline_;
 };
-
-// Jobs are fenced SelfFenceAfter(ttl) after the last successful heartbeat
-// (lease.h): that must leave room for two heartbeats, or one slow heartbeat
-// would kill every job on a healthy host.
-void CheckFenceMargin(const HostdFlags& f) {
-  if (!f.self_fence) return;
-  auto ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
-  double fence = std::chrono::duration<double>(pgfleet::hostd::SelfFenceAfter(ttl)).count();
-  if (fence < 2 * f.heartbeat) {
-    throw std::invalid_argument(fmt::format(
-        "--host-ttl {:g} fences jobs {:g} s after the last heartbeat (the TTL less a margin): "
-        "that must be at least 2 x --heartbeat-interval ({:g} s)",
-        f.host_ttl, fence, f.heartbeat));
-  }
-}
-
-// Throws naming the flag, the value and the rule.
-void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
-  if (f->simulate < 0)
-    throw std::invalid_argument("--simulate must be >= 0 (got " + std::to_string(f->simulate) +
-                                ")");
-  if (f->simulate > 0 && !id.empty())
-    throw std::invalid_argument("--id and --simulate exclude each other (use --id-prefix)");
-  if (id.empty() && f->simulate == 0) throw std::invalid_argument("--id is required");
-  if (f->cpu < 0)
-    throw std::invalid_argument("--cpu must be > 0 (got " + std::to_string(f->cpu) + ")");
-  if (f->memory < 0)
-    throw std::invalid_argument("--memory must be > 0 (got " + std::to_string(f->memory) + ")");
-  f->heartbeat = pgfleet::util::ParseSeconds("--heartbeat-interval", f->heartbeat_text);
-  f->reconcile = pgfleet::util::ParseSeconds("--reconcile-interval", f->reconcile_text);
-  f->host_ttl = pgfleet::util::ParseSeconds("--host-ttl", f->host_ttl_text);
-  if (f->host_ttl <= f->heartbeat) {
-    throw std::invalid_argument(fmt::format(
-        "--host-ttl must be > --heartbeat-interval (got {:g} <= {:g})", f->host_ttl, f->heartbeat));
-  }
-  CheckFenceMargin(*f);
-  // The same bounds as a job's own settings.
-  auto bounded = [](const char* flag, int v, int lo, int hi) {
-    if (v < lo || v > hi) {
-      throw std::invalid_argument(
-          fmt::format("{} must be between {} and {} (got {})", flag, lo, hi, v));
-    }
-  };
-  bounded("--log-max-files", f->log_max_files, pgfleet::model::kMinLogMaxFiles,
-          pgfleet::model::kMaxLogMaxFiles);
-  bounded("--log-max-file-mb", f->log_max_file_mb, pgfleet::model::kMinLogMaxFileMb,
-          pgfleet::model::kMaxLogMaxFileMb);
-  bounded("--gc-disk-percent", f->gc_disk_percent, 1, 100);
-  f->gc_after = pgfleet::util::ParseDuration("--gc-after", f->gc_after_text);
-  for (const auto& l : f->labels) f->label_map.insert(pgfleet::model::ParseKeyValue("--label", l));
-}
 
 // Fills in what the flags left to the machine (cpu, memory, data dir, driver)
 // and checks it can be used. Returns an exit code when it cannot.
