@@ -52,7 +52,8 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
   try {
     std::vector<model::Report> part(batch.begin() + static_cast<std::ptrdiff_t>(begin),
                                     batch.begin() + static_cast<std::ptrdiff_t>(end));
-    pqxx::work tx(conn);
+    // One statement, so its own transaction: no BEGIN and COMMIT round trips.
+    pqxx::nontransaction tx(conn);
     auto results = store::ReportJobs(tx, config_.id, generation_, part);
     tx.commit();
     *settled = end;
@@ -104,7 +105,7 @@ void Agent::RetryQuarantined(pqxx::connection& conn) {
     model::Report report = std::move(quarantine_.front());
     quarantine_.pop_front();
     try {
-      pqxx::work tx(conn);
+      pqxx::nontransaction tx(conn);
       auto results = store::ReportJobs(tx, config_.id, generation_, {report});
       tx.commit();
       spdlog::info("host={} job={} attempt={} report {} set aside earlier is now applied",

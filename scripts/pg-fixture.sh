@@ -2,6 +2,8 @@
 #   pg_fixture_start DIR   starts a server with its data under DIR, on a free
 #                          loopback port; sets PG_FIXTURE_DSN and PG_FIXTURE_PORT.
 #   pg_fixture_stop DIR    stops it (fast shutdown; immediate if that hangs).
+# PG_FIXTURE_OPTIONS, if set, is added to the server's options (e.g.
+# "-c shared_preload_libraries=pg_stat_statements" for a benchmark's profile).
 # initdb refuses to run as root, so as root the server runs as the postgres user.
 
 pg_fixture_bindir() {
@@ -51,7 +53,7 @@ pg_fixture_start() {
   port=$(pg_fixture_free_port) || return 1
   pg_fixture_as_owner sh -c "echo $port > '$dir/port'"
   pg_fixture_as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${PG_FIXTURE_OPTIONS:-}" \
     start >/dev/null || { tail -n 30 "$dir/server.log" >&2; return 1; }
   PG_FIXTURE_PORT=$port
   PG_FIXTURE_DSN="host=127.0.0.1 port=$port user=postgres dbname=postgres"
