@@ -72,7 +72,8 @@ constexpr db::Statement kListHosts{
     "select h.id,"
     "       case when h.state = 'up' and not h.alive then 'up (heartbeat late)' else h.state end"
     "         || case when coalesce(h.suspended, false) then ' (suspended)' else '' end"
-    "         as shown_state,"
+    "         || coalesce(' (' || split_part(h.condition, ':', 1) || ')', '') as shown_state,"
+    "       coalesce(h.condition, '') as condition,"
     "       coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,"
     "       h.cpu_free || '/' || h.cpu || 'm' as cpu,"
     "       h.memory_free || '/' || h.memory || 'Mi' as memory, h.running_jobs,"
@@ -216,6 +217,7 @@ std::vector<HostRow> ListHosts(pqxx::transaction_base& tx) {
     HostRow h;
     h.id = r["id"].as<std::string>();
     h.shown_state = r["shown_state"].as<std::string>();
+    h.condition = r["condition"].as<std::string>();
     h.heartbeat_age = r["heartbeat_age"].as<std::string>();
     h.cpu = r["cpu"].as<std::string>();
     h.memory = r["memory"].as<std::string>();

@@ -102,7 +102,9 @@ std::vector<EventRow> ListEvents(pqxx::transaction_base& tx, int64_t job, int64_
 
 struct HostRow {
   std::string id;
-  std::string shown_state;    // state, with " (heartbeat late)" / " (suspended)" when so
+  std::string shown_state;    // state, with " (heartbeat late)" / " (suspended)" /
+                              // " (disk pressure)" when so
+  std::string condition;      // why it takes no new work, "" when it does
   std::string heartbeat_age;  // seconds, "-" when never heard from
   std::string cpu;            // "free/totalm"
   std::string memory;         // "free/totalMi"

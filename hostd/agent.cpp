@@ -7,6 +7,7 @@
 
 #include "core/model/job_spec.h"
 #include "core/model/json_limits.h"
+#include "hostd/collector.h"
 
 namespace pgfleet::hostd {
 
@@ -94,8 +95,8 @@ void Agent::Heartbeat(pqxx::connection& conn) {
   int64_t sent = BootTimeNs();
   // One statement: autocommit saves the BEGIN and COMMIT round trips.
   pqxx::nontransaction tx(conn);
-  auto status =
-      store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()));
+  auto status = store::Heartbeat(tx, config_.id, generation_,
+                                 static_cast<int>(supervisor_->LiveCount()), Condition());
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
   if (!status) {
     spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
@@ -111,6 +112,28 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     return;
   }
   NoteContact(sent);
+}
+
+std::string Agent::Condition() {
+  if (config_.data_dir.empty()) return "";  // hollow hosts keep nothing on disk
+  const int percent = Collector::DiskPercent(config_.data_dir);
+  const bool pressure = percent >= config_.disk_full_percent;
+  metrics_.Set("pgfleet_host_disk_pressure", pressure ? 1 : 0);
+  if (pressure != disk_pressure_) {
+    disk_pressure_ = pressure;
+    if (pressure) {
+      spdlog::warn(
+          "host={} disk pressure: {} is {}% full (--disk-full-percent {}): taking no new "
+          "jobs until it falls below",
+          config_.id, config_.data_dir, percent, config_.disk_full_percent);
+    } else {
+      spdlog::info("host={} disk pressure cleared: {} is {}% full", config_.id, config_.data_dir,
+                   percent);
+    }
+  }
+  if (!pressure) return "";
+  return fmt::format("disk pressure: data directory {} is {}% full (hostd --disk-full-percent {})",
+                     config_.data_dir, percent, config_.disk_full_percent);
 }
 
 void Agent::HeartbeatIfDue(pqxx::connection& conn) {

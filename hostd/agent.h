@@ -80,6 +80,10 @@ class Agent {
  private:
   void Register(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);
+  // What stops this host from taking new work now ("" when nothing does):
+  // disk pressure, the data directory's filesystem at or above
+  // --disk-full-percent. Logged when it starts and when it clears.
+  std::string Condition();
   // Heartbeats if an interval has passed since the last one. Called between
   // every other piece of database work (report batches, reconcile starts), so
   // no amount of it delays a heartbeat by more than one piece.
@@ -113,6 +117,7 @@ class Agent {
   std::chrono::steady_clock::time_point last_reconcile_{};
   bool force_reconcile_ = false;          // a reconcile is due whatever the interval
   std::string last_error_;                // logged once until a step succeeds again
+  bool disk_pressure_ = false;            // as of the latest heartbeat
   std::deque<model::Report> quarantine_;  // reports the database refused (Quarantine)
   std::function<void()> waker_;
   // Fence watchdog state. last_contact_: CLOCK_BOOTTIME ns at which the last

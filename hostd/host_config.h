@@ -37,6 +37,9 @@ struct HostConfig {
   bool shim_fence = true;
   std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};
   std::string data_dir;  // where the lease file lives
+  // Above this percentage of the data directory's filesystem the host says it
+  // is under disk pressure and gets no new jobs (--disk-full-percent).
+  int disk_full_percent = 95;
 };
 
 }  // namespace pgfleet::hostd

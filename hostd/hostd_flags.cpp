@@ -89,7 +89,10 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "24h, 7d); the database keeps its events and output tail")(
       "gc-disk-percent", po::value(&f->gc_disk_percent)->default_value(f->gc_disk_percent),
       "remove finished attempts sooner, oldest first, while the data directory's filesystem is "
-      "fuller than this (1-100)");
+      "fuller than this (1-100)")(
+      "disk-full-percent", po::value(&f->disk_full_percent)->default_value(f->disk_full_percent),
+      "at or above this percentage of the data directory's filesystem, take no new jobs (a "
+      "disk pressure condition in pgfleet.host_status) until it falls below (1-100)");
 }
 
 // Throws naming the flag, the value and the rule.
@@ -123,6 +126,7 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
   bounded("--log-max-file-mb", f->log_max_file_mb, model::kMinLogMaxFileMb,
           model::kMaxLogMaxFileMb);
   bounded("--gc-disk-percent", f->gc_disk_percent, 1, 100);
+  bounded("--disk-full-percent", f->disk_full_percent, 1, 100);
   f->gc_after = util::ParseDuration("--gc-after", f->gc_after_text);
   for (const auto& l : f->labels) f->label_map.insert(model::ParseKeyValue("--label", l));
 }

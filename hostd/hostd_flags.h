@@ -33,6 +33,7 @@ struct HostdFlags {
   std::string gc_after_text = "24h";
   std::chrono::seconds gc_after{24 * 3600};
   int gc_disk_percent = 80;
+  int disk_full_percent = 95;
   std::vector<std::string> labels;
   std::map<std::string, std::string> label_map;
 };

@@ -158,6 +158,7 @@ pgfleet::hostd::HostConfig MakeHostConfig(const pgfleet::daemon::CommonFlags& co
   config.self_fence = f.self_fence;
   config.shim_fence = f.shim_fence;
   config.data_dir = f.data_dir;
+  config.disk_full_percent = f.disk_full_percent;
   config.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
   return config;
 }

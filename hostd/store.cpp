@@ -19,7 +19,7 @@ constexpr db::Statement kHostTtl{
 // The host state is compared here, in SQL, where host states are defined.
 constexpr db::Statement kHeartbeat{
     "hostd_heartbeat",
-    "select state, state = 'lost' as lost, generation from pgfleet.heartbeat($1, $2, $3)"};
+    "select state, state = 'lost' as lost, generation from pgfleet.heartbeat($1, $2, $3, $4)"};
 
 constexpr db::Statement kReportJobs{
     "hostd_report_jobs",
@@ -50,8 +50,9 @@ std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx) {
 }
 
 std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
-                                    int64_t generation, int running_jobs) {
-  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs);
+                                    int64_t generation, int running_jobs,
+                                    const std::string& condition) {
+  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs, condition);
   if (rows.empty()) return std::nullopt;
   HostStatus s;
   s.state = rows[0]["state"].as<std::string>();

@@ -39,8 +39,10 @@ struct HostStatus {
 };
 // Records a heartbeat of this generation; nullopt when the host is not in
 // pgfleet.hosts any more.
+// condition: why the host takes no new work ("" when it does).
 std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
-                                    int64_t generation, int running_jobs);
+                                    int64_t generation, int running_jobs,
+                                    const std::string& condition);
 
 // The database's verdict on one report.
 struct ReportResult {

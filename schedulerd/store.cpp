@@ -51,7 +51,8 @@ constexpr db::Statement kClaimPending{
 constexpr db::Statement kLoadHostSnapshot{
     "schedulerd_load_host_snapshot",
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated,"
-    "       h.labels::text as labels, h.api_url, h.driver <> 'process' as isolates"
+    "       h.labels::text as labels, h.api_url, h.driver <> 'process' as isolates,"
+    "       coalesce(hb.condition, '') as condition"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
     "   and hb.last_seen > now() - pgfleet.host_ttl()"};
@@ -195,6 +196,7 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx) {
     h.view.memory_allocated = r["memory_allocated"].as<int>();
     h.view.labels = JsonToMap(r["labels"].as<std::string>());
     h.view.isolates = r["isolates"].as<bool>();
+    h.view.condition = r["condition"].as<std::string>();
     h.api_url = r["api_url"].as<std::string>();
     out.push_back(std::move(h));
   }

@@ -37,18 +37,31 @@ comment on function pgfleet.register_host(text, text, integer, integer, jsonb, t
 -- heartbeat and host_jobs are PL/pgSQL, which keeps their plans for the
 -- session: as SQL functions of two statements (never inlined) they were parsed
 -- and planned on every call, 0.5 ms each, once a second per host.
-create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer)
+-- The three-argument heartbeat of earlier versions: a hostd of today sends its
+-- condition too (a call with three arguments still reaches the one below).
+drop function if exists pgfleet.heartbeat(text, bigint, integer);
+create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer,
+                                             p_condition text default null)
 returns table (state text, generation bigint)
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 #variable_conflict use_column
+declare
+  v_had text;
 begin
   perform pgfleet.require_host(p_host);
-  update pgfleet.host_heartbeats hb set last_seen = now(), running_jobs = p_running
+  select hb.condition into v_had from pgfleet.host_heartbeats hb
    where hb.host_id = p_host and hb.generation = p_generation;
+  update pgfleet.host_heartbeats hb
+     set last_seen = now(), running_jobs = p_running, condition = nullif(p_condition, '')
+   where hb.host_id = p_host and hb.generation = p_generation;
+  -- A condition that cleared gives capacity back: wake sleeping schedulers.
+  if v_had is not null and nullif(p_condition, '') is null then
+    perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
+  end if;
   return query select h.state, h.generation from pgfleet.hosts h where h.id = p_host;
 end $$;
-comment on function pgfleet.heartbeat(text, bigint, integer) is
-  'Records a heartbeat from the host''s current generation; returns the host''s state and generation as the database sees them.';
+comment on function pgfleet.heartbeat(text, bigint, integer, text) is
+  'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work); returns the host''s state and generation as the database sees them.';
 
 create or replace function pgfleet.set_host_state(p_host text, p_state text) returns void
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$

@@ -10,6 +10,7 @@ select h.id,
        round(extract(epoch from now() - hb.last_seen)::numeric, 1) as heartbeat_age_s,
        h.suspended_until > now() as suspended,
        h.suspended_until,
+       hb.condition,
        h.cpu,
        h.cpu - h.cpu_allocated as cpu_free,
        h.memory,
@@ -25,7 +26,7 @@ select h.id,
   from pgfleet.hosts h
   left join pgfleet.host_heartbeats hb on hb.host_id = h.id;
 comment on view pgfleet.host_status is
-  'Every host with its liveness (heartbeat age by the database clock), free resources and job counts.';
+  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts.';
 
 drop view if exists pgfleet.formation_status;
 create view pgfleet.formation_status as

@@ -99,7 +99,7 @@ size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
-    if (!HasCapacity(host) || !Fits(job, host)) continue;
+    if (!HasCapacity(host) || !host.condition.empty() || !Fits(job, host)) continue;
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || Fuller(fullness, best_fullness)) {
       best = i;
@@ -130,9 +130,14 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
   }
   int largest_cpu = std::numeric_limits<int>::min();
   int largest_memory = std::numeric_limits<int>::min();
+  const HostView* held = nullptr;  // a host big enough, but under a condition
   for (size_t i : matching) {
     const HostView& host = hosts[i];
     if (host.cpu_total >= job.cpu && host.memory_total >= job.memory) {
+      if (!host.condition.empty()) {
+        if (!held) held = &host;
+        continue;
+      }
       return {job.id,
               "waiting for capacity: needs " + std::to_string(job.cpu) + "m cpu, " +
                   std::to_string(job.memory) + " MiB memory",
@@ -140,6 +145,10 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
     }
     largest_cpu = std::max(largest_cpu, host.cpu_total);
     largest_memory = std::max(largest_memory, host.memory_total);
+  }
+  if (held) {
+    return {job.id, "waiting for hosts to recover: host " + held->id + " has " + held->condition,
+            false};
   }
   std::string reason;
   if (job.cpu > largest_cpu) {

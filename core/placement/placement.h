@@ -22,6 +22,9 @@ struct HostView {
   // False for a host whose driver runs jobs without isolation (the process
   // driver): it takes only privileged jobs (docs/security.md).
   bool isolates = true;
+  // Non-empty while the host reports a condition that stops new work, e.g.
+  // "disk pressure: ...": it keeps its jobs but gets no new ones.
+  std::string condition;
 };
 
 struct JobRequest {

@@ -188,7 +188,8 @@ Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
   for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--db", db_.dsn()},
                                     {"--reconcile-interval", "1"},
                                     // Tests must not depend on how full this machine's disk is.
-                                    {"--gc-disk-percent", "100"}}) {
+                                    {"--gc-disk-percent", "100"},
+                                    {"--disk-full-percent", "100"}}) {
     if (std::find(extra.begin(), extra.end(), flag) != extra.end()) continue;
     argv.push_back(flag);
     argv.push_back(value);

@@ -158,8 +158,9 @@ class PrivatePostgres {
 // A small local cluster of real processes against a TestDatabase: schedulers
 // and hosts (process driver unless told otherwise), sharing one token file.
 // Hosts heartbeat every 0.5 s and reconcile every 1 s; `extra` may override
-// --db, --driver, --reconcile-interval and --gc-disk-percent (100 unless
-// given: finished attempts are not collected early however full the disk).
+// --db, --driver, --reconcile-interval, --gc-disk-percent and
+// --disk-full-percent (both 100 unless given: tests must not depend on how
+// full this machine's disk is).
 class Cluster {
  public:
   explicit Cluster(const TestDatabase& db);

@@ -85,6 +85,32 @@ TEST(Placement, AnUnprivilegedJobGoesOnlyToHostsThatIsolateJobs) {
   EXPECT_EQ(2, only.placements[0].job_id);
 }
 
+TEST(Placement, AHostUnderAConditionGetsNoNewJobsAndTheReasonNamesIt) {
+  // The held host is fuller, so bin-packing alone would pick it.
+  HostView held = Used(Host("a-held", 1000, 1000), 500, 500);
+  held.condition = "disk pressure: /data is 97% full (limit 95%)";
+  const HostView free = Host("b-free", 1000, 1000);
+  auto where = Where(PlanPlacements({Job(1, 100, 64)}, {held, free}));
+  EXPECT_EQ("b-free", where[1]);
+
+  // Only the held host: the job waits (it may run once the host recovers),
+  // and says which host and why.
+  Plan only = PlanPlacements({Job(1, 100, 64)}, {held});
+  ASSERT_EQ(1u, only.unplaced.size());
+  EXPECT_TRUE(only.placements.empty());
+  EXPECT_FALSE(only.unplaced[0].never_fits);
+  EXPECT_EQ(
+      "waiting for hosts to recover: host a-held has disk pressure: /data is 97% full (limit 95%)",
+      only.unplaced[0].reason);
+
+  // A job too big for every host says so, condition or not.
+  Plan big = PlanPlacements({Job(2, 5000, 64)}, {held});
+  ASSERT_EQ(1u, big.unplaced.size());
+  EXPECT_TRUE(big.unplaced[0].never_fits);
+  EXPECT_NE(std::string::npos, big.unplaced[0].reason.find("no host has 5000m cpu"))
+      << big.unplaced[0].reason;
+}
+
 TEST(Fits, NeedsFreeCpuAndFreeMemoryIncludingAnExactFit) {
   const HostView host = Used(Host("h1", 1000, 2000), 400, 500);
   EXPECT_TRUE(Fits(Job(1, 600, 1500), host));
