@@ -67,6 +67,12 @@ int Collector::DiskPercent(const std::string& path) {
   return static_cast<int>((used * 100 + usable - 1) / usable);  // rounded up, as df
 }
 
+int64_t Collector::FreeBytes(const std::string& path) {
+  struct statvfs st {};
+  if (statvfs(path.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+}
+
 int Collector::RunOnce() {
   struct Finished {
     int64_t job = 0;

@@ -63,6 +63,8 @@ class Collector {
   // Percent of the data directory's filesystem in use (as df shows it); -1
   // when it cannot be read.
   static int DiskPercent(const std::string& path);
+  // Bytes an unprivileged writer may still use there; -1 when unknown.
+  static int64_t FreeBytes(const std::string& path);
 
  private:
   bool Collect(int64_t job, int attempt, int64_t ended, int64_t now);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/util/text.h"
+#include "hostd/collector.h"
 #include "hostd/drivers/sim.h"
 #include "hostd/recovery.h"
 #include "hostd/shim_runner.h"
@@ -36,6 +37,11 @@ JobInfo Supervisor::Record::Info() const {
 }
 
 namespace {
+
+// Free space an attempt needs to start: its spec, its records and the first
+// of its output (the output files may then fill the disk; the shim reports
+// what it could not write).
+constexpr int64_t kMinFreeBytesToStart = 1 << 20;
 
 std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
   if (o.driver == kSimDriver) return std::make_unique<SimRunner>();
@@ -132,6 +138,20 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
       spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);
       FailRecord(rec, *error);
       return StartResult::kFailed;
+    }
+    // A job started on a full disk may run while its shim cannot record its
+    // exit: the attempt would end as lost, its outcome unknown. Not started.
+    if (runner_->RunsProcesses()) {
+      const int64_t free = Collector::FreeBytes(options_.data_dir);
+      if (free >= 0 && free < kMinFreeBytesToStart) {
+        *error = fmt::format(
+            "No space left on device: the host's data directory {} has {} KiB free, and an "
+            "attempt needs at least {} KiB to record its output and exit",
+            options_.data_dir, free / 1024, kMinFreeBytesToStart / 1024);
+        spdlog::warn("job={} attempt={} not started: {}", job_id, attempt, *error);
+        FailRecord(rec, *error);
+        return StartResult::kFailed;
+      }
     }
   }
   AttemptRunner::Started started;

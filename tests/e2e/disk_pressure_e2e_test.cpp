@@ -117,6 +117,40 @@ TEST_F(DiskPressureE2eTest, AFullDataDiskStopsNewJobsAndSaysWhyUntilSpaceIsFreed
                    waiting));
 }
 
+TEST_F(DiskPressureE2eTest, AJobThatCannotStartForLackOfSpaceFailsClearlyAndTheHostGoesOn) {
+  // The threshold at 100%: placement alone would stop at a full disk, so the
+  // job is assigned by hand and the host's reconcile starts it on a disk with
+  // no space left at all.
+  cluster_->StartHost("h1", 4000, 4000, {"--disk-full-percent", "100"});
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  {
+    std::ofstream out(data_dir_ + "/filler", std::ios::binary | std::ios::trunc);
+    std::string chunk(1 << 16, '\0');
+    while (out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+    }
+  }
+  std::string id = db_.Scalar(
+      "insert into pgfleet.jobs (command, max_attempts) values ('{true}', 1) returning id");
+  ASSERT_EQ("1", db_.Scalar("select count(*) from pgfleet.assign_jobs(jsonb_build_array("
+                            "jsonb_build_object('job', " +
+                            id + ", 'host', 'h1')))"));
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "failed"; },
+      30s))
+      << db_.Scalar("select state || ' ' || coalesce(error, '') from pgfleet.jobs where id = " + id)
+      << cluster_->Logs();
+  const std::string error = db_.Scalar("select error from pgfleet.jobs where id = " + id);
+  EXPECT_NE(std::string::npos, error.find("No space left on device")) << error;
+  EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.job_events where kind = 'running' and "
+                         "job_id = " +
+                         id));
+  // The host goes on: it heartbeats, and says it is full.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ("t", db_.Scalar("select alive from pgfleet.host_status where id = 'h1'"));
+  EXPECT_EQ(0u, Condition().find("disk pressure")) << Condition();
+  EXPECT_EQ("0", db_.Scalar("select cpu_allocated from pgfleet.hosts where id = 'h1'"));
+}
+
 TEST_F(DiskPressureE2eTest, BadDiskFullPercentIsRefusedNamingTheFlag) {
   for (const char* value : {"0", "101", "half"}) {
     auto r =
