@@ -174,6 +174,8 @@ void Agent::ReconcileJob(const store::HostJob& job) {
                   job.attempt, job.state_name);
     return;
   }
+  // What this host has by that id and attempt may be another job's.
+  supervisor_->ForgetOtherJob(job.job, job.attempt, job.uid);
   if (job.stop_wanted) {
     if (!supervisor_->Stop(job.job, job.attempt)) {
       supervisor_->StopBeforeStart(job.job, job.attempt);
@@ -200,6 +202,7 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   model::JobSpec spec;
   try {
     spec = model::ParseJobSpec(model::ParseBoundedJson(job.spec_json, "spec"));
+    spec.uid = job.uid;
   } catch (const std::exception& e) {
     Enqueue(model::Report::StartFailed(job.job, job.attempt,
                                        std::string("invalid job spec: ") + e.what()));

@@ -89,11 +89,19 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
       throw model::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
     }
     if (!e.contains("spec")) throw model::SpecError(at + ".spec", at + ".spec is required");
+    std::string uid;
+    if (e.contains("uid") && !e["uid"].is_null()) {
+      if (!e["uid"].is_string() || e["uid"].get<std::string>().size() > 64) {
+        throw model::SpecError(at + ".uid", at + ".uid must be a string of at most 64 characters");
+      }
+      uid = e["uid"].get<std::string>();
+    }
     StartItem item;
     item.job = e["job"].get<int64_t>();
     item.attempt = e["attempt"].get<int>();
     try {
       item.spec = model::ParseJobSpec(e["spec"]);
+      item.spec.uid = uid;
     } catch (const model::SpecError& err) {
       item.refused = std::string("invalid job spec: ") + err.what();
     }
@@ -131,6 +139,7 @@ json StartOne(const Api& api, const StartItem& item) {
             {"error", item.refused}};
   }
   std::string err;
+  api.supervisor.ForgetOtherJob(item.job, item.attempt, item.spec.uid);
   auto r = api.supervisor.Start(item.job, item.attempt, item.spec, &err);
   if (r == Supervisor::StartResult::kPreviousLife) {
     api.agent.Enqueue(model::Report::Lost(item.job, item.attempt, kNoTraceOfAttempt));

@@ -36,6 +36,15 @@ std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt) {
   return JobsDir(data_dir) + "/" + std::to_string(job_id) + "-" + std::to_string(attempt);
 }
 
+std::string ReadUid(const std::string& dir) {
+  FILE* f = fopen((dir + "/" + kUidFile).c_str(), "re");
+  if (!f) return "";
+  char buf[80] = {};
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  return util::Trim(std::string(buf, n));
+}
+
 json ToJson(const ShimRequest& r) {
   return json{{"job", r.job_id},
               {"attempt", r.attempt},

@@ -62,6 +62,12 @@ inline constexpr const char* kStateFile = "state.jsonl";
 inline constexpr const char* kReportedStateFile = "state.reported.jsonl";
 inline constexpr const char* kOutputFile = "output.log";
 inline constexpr const char* kShimLogFile = "shim.log";  // in the data dir
+// The job's uid (jobs.uid), written when the attempt is claimed: the same job
+// id and attempt from another or a restored database is another attempt.
+inline constexpr const char* kUidFile = "uid";
+// Where attempt directories of other jobs (by uid) are set aside:
+// <data_dir>/stale/<job>-<attempt>-<uid>.
+inline constexpr const char* kStaleDir = "stale";
 
 inline constexpr int kStopSignal = SIGTERM;  // shim: SIGTERM the job
 inline constexpr int kKillSignal = SIGUSR1;  // shim: SIGKILL the job
@@ -69,6 +75,9 @@ inline constexpr int kKillSignal = SIGUSR1;  // shim: SIGKILL the job
 // <data_dir>/jobs, and the directory of one attempt in it.
 std::string JobsDir(const std::string& data_dir);
 std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt);
+// The uid an attempt directory was claimed for ("" when none was given, or
+// the directory predates uids).
+std::string ReadUid(const std::string& dir);
 
 // Descriptors a shim runs with: 3 = write end of the start pipe (the shim
 // writes "ok <job pid>" or "fail <message>" and closes it), 4 = the attempt

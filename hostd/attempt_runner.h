@@ -43,7 +43,11 @@ class AttemptRunner {
 
   virtual ~AttemptRunner() = default;
 
-  virtual Claim ClaimAttempt(int64_t job_id, int attempt, std::string* error) = 0;
+  // uid: the job's uid ("" when unknown). A claim left by another job of the
+  // same id and attempt (another uid: another or a restored database) is not
+  // this attempt's: it is set aside and the attempt claimed afresh.
+  virtual Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
+                             std::string* error) = 0;
   // Records, where a restarted hostd would look, that a claimed attempt never
   // started (best effort).
   virtual void RecordStartFailed(int64_t job_id, int attempt, const std::string& error) = 0;

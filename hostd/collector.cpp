@@ -40,7 +40,8 @@ Collector::Collector(CollectorOptions options, metrics::Registry& metrics)
   for (std::string line; std::getline(in, line);) {
     try {
       json j = json::parse(line);
-      Collected c{j.at("ended").get<int64_t>(), j.at("collected").get<int64_t>()};
+      Collected c{j.at("ended").get<int64_t>(), j.at("collected").get<int64_t>(),
+                  j.value("uid", std::string())};
       if (c.collected < forget_before) {
         dropped = true;
         continue;
@@ -127,7 +128,9 @@ bool Collector::Collect(int64_t job, int attempt, int64_t ended, int64_t now) {
     if (held_.count({job, attempt})) return false;  // its log is being read
     // Remembered (and written down) before the directory goes: from here on
     // a dispatch of it is refused and its log reported collected.
+    const std::string uid = attempt::ReadUid(attempt::DirOf(options_.data_dir, job, attempt));
     json line{{"job", job}, {"attempt", attempt}, {"ended", ended}, {"collected", now}};
+    if (!uid.empty()) line["uid"] = uid;
     std::string text = line.dump() + "\n";
     int fd = open((options_.data_dir + "/" + kCollectedFile).c_str(),
                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -139,7 +142,7 @@ bool Collector::Collect(int64_t job, int attempt, int64_t ended, int64_t now) {
                    kCollectedFile);
       return false;
     }
-    collected_[{job, attempt}] = {ended, now};
+    collected_[{job, attempt}] = {ended, now, uid};
   }
   std::error_code ec;
   std::filesystem::remove_all(attempt::DirOf(options_.data_dir, job, attempt), ec);

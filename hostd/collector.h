@@ -45,6 +45,7 @@ class Collector {
   struct Collected {
     int64_t ended = 0;      // epoch seconds
     int64_t collected = 0;  // epoch seconds
+    std::string uid;        // the job's uid, "" when unknown
   };
 
   // Reads collected.jsonl. metrics must outlive the collector.

@@ -235,8 +235,9 @@ int main(int argc, char** argv) {
   }
   pgfleet::hostd::SupervisorOptions sup_opts;
   if (collector) {
-    sup_opts.collected = [c = collector.get()](int64_t job, int attempt) {
-      return c->Find(job, &attempt).has_value();
+    sup_opts.collected = [c = collector.get()](int64_t job, int attempt, const std::string& uid) {
+      auto found = c->Find(job, &attempt);
+      return found && (found->uid.empty() || uid.empty() || found->uid == uid);
     };
   }
   sup_opts.data_dir = data_dir;

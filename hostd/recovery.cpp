@@ -87,6 +87,7 @@ Supervisor::RecoverSummary Supervisor::Recover() {
   std::vector<std::shared_ptr<Record>> finished;
   for (const FoundAttempt& found : UnsettledAttempts(options_.data_dir)) {
     auto rec = NewRecord(found.job_id, found.attempt);
+    rec->uid = attempt::ReadUid(rec->dir);
     if (const auto& job = found.state.started) {
       rec->pid = job->job.pid;
       rec->handle.shim = job->shim;
@@ -119,7 +120,7 @@ void Supervisor::Adopt(const std::shared_ptr<Record>& rec) {
     records_[{rec->job_id, rec->attempt}] = rec;
     // The previous hostd may have died before reporting it: running
     // reports are idempotent, so say it again.
-    if (rec->pid > 0) sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
+    if (rec->pid > 0) Emit(*rec, model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
   spdlog::info("job={} attempt={} re-attached to running job pid={} shim={}", rec->job_id,
                rec->attempt, rec->pid, rec->handle.shim.pid);
@@ -132,7 +133,7 @@ void Supervisor::SettleFinished(const std::shared_ptr<Record>& rec, RecoverSumma
   auto outcome = attempt::ReadState(rec->dir).outcome;
   if (rec->pid > 0 && (!outcome || outcome->kind == model::ExitOutcome::kExited)) {
     std::lock_guard<std::mutex> lock(mu_);
-    sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
+    Emit(*rec, model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
   Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir));
   std::lock_guard<std::mutex> lock(mu_);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -19,12 +20,57 @@ ShimRunner::ShimRunner(const ShimClientOptions& options)
   mkdir(attempt::JobsDir(data_dir_).c_str(), 0755);
 }
 
-AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, std::string* error) {
-  std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
-  if (mkdir(dir.c_str(), 0755) == 0) return Claim::kClaimed;
-  if (errno == EEXIST) return Claim::kTaken;
-  *error = "cannot create " + dir + ": " + std::strerror(errno);
-  return Claim::kFailed;
+namespace {
+// A uid as part of a file name: hex digits and dashes only (it was read from
+// a file anyone with access to the data directory could have written).
+std::string FileNamePart(const std::string& uid) {
+  std::string out;
+  for (char c : uid) {
+    if (std::isxdigit(static_cast<unsigned char>(c)) || c == '-') out += c;
+  }
+  return out.empty() ? "unknown" : out.substr(0, 64);
+}
+}  // namespace
+
+AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
+                                              std::string* error) {
+  const std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    if (errno != EEXIST) {
+      *error = "cannot create " + dir + ": " + std::strerror(errno);
+      return Claim::kFailed;
+    }
+    const std::string had = attempt::ReadUid(dir);
+    if (uid.empty() || had.empty() || had == uid) return Claim::kTaken;
+    // Another job's attempt of the same id and number: this host ran it for
+    // another database, or for this one before it was restored from a backup.
+    const std::string stale = data_dir_ + "/" + attempt::kStaleDir;
+    mkdir(stale.c_str(), 0755);
+    const std::string aside = stale + "/" + std::to_string(job_id) + "-" + std::to_string(attempt) +
+                              "-" + FileNamePart(had);
+    if (rename(dir.c_str(), aside.c_str()) != 0 || mkdir(dir.c_str(), 0755) != 0) {
+      *error = "cannot set aside " + dir + " (job uid " + had + ", now " + uid +
+               "): " + std::strerror(errno);
+      return Claim::kFailed;
+    }
+    spdlog::warn(
+        "job={} attempt={}: {} was left by another job of that id (uid {}; this one is {}): "
+        "another or a restored database; moved to {}",
+        job_id, attempt, dir, had, uid, aside);
+  }
+  if (!uid.empty()) {
+    const std::string path = dir + "/" + attempt::kUidFile;
+    FILE* f = fopen(path.c_str(), "we");
+    bool ok = f && fputs(uid.c_str(), f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) {
+      // Claimed all the same: without the file, a later claim by another
+      // uid would be refused as taken (the old behaviour), never run twice.
+      spdlog::warn("job={} attempt={} cannot write {}: {}", job_id, attempt, path,
+                   std::strerror(errno));
+    }
+  }
+  return Claim::kClaimed;
 }
 
 void ShimRunner::RecordStartFailed(int64_t job_id, int attempt, const std::string& error) {

@@ -20,7 +20,8 @@ class ShimRunner : public AttemptRunner {
   // Creates <data_dir>/jobs when missing.
   explicit ShimRunner(const ShimClientOptions& options);
 
-  Claim ClaimAttempt(int64_t job_id, int attempt, std::string* error) override;
+  Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
+                     std::string* error) override;
   void RecordStartFailed(int64_t job_id, int attempt, const std::string& error) override;
   bool Start(const attempt::ShimRequest& req, Started* out, std::string* error) override;
   void Await(int64_t job_id, int attempt, Ended ended) override;

@@ -28,7 +28,7 @@ constexpr db::Statement kReportJobs{
 constexpr db::Statement kHostJobs{
     "hostd_host_jobs",
     "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted,"
-    "       pgfleet.job_spec(j)::text as spec"
+    "       pgfleet.job_spec(j)::text as spec, coalesce(j.uid::text, '') as uid"
     "  from pgfleet.host_jobs($1) j"};
 
 }  // namespace
@@ -93,6 +93,7 @@ std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string&
     j.state = model::ParseJobState(j.state_name);
     j.stop_wanted = row["stop_wanted"].as<bool>();
     j.spec_json = row["spec"].as<std::string>();
+    j.uid = row["uid"].as<std::string>();
     out.push_back(std::move(j));
   }
   return out;

@@ -63,6 +63,7 @@ struct HostJob {
   std::string state_name;                // as the database wrote it, for logs
   bool stop_wanted = false;              // desired_state = 'stop'
   std::string spec_json;                 // pgfleet.job_spec(job)
+  std::string uid;                       // jobs.uid, "" for jobs from before it
 };
 std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host);
 

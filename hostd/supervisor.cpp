@@ -73,6 +73,28 @@ std::shared_ptr<Supervisor::Record> Supervisor::NewRecord(int64_t job_id, int at
   return rec;
 }
 
+void Supervisor::Emit(const Record& rec, model::Report report) {
+  if (rec.stale) return;  // another job's attempt: nothing of it reaches the database
+  report.uid = rec.uid;
+  sink_(std::move(report));
+}
+
+void Supervisor::ForgetOtherJob(int64_t job_id, int attempt, const std::string& uid) {
+  if (uid.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  if (it == records_.end() || it->second->uid.empty() || it->second->uid == uid) return;
+  auto rec = it->second;
+  spdlog::warn(
+      "job={} attempt={}: the attempt this host has by that id and number is another job's (uid "
+      "{}; this one is {}): another or a restored database; killing what is left of it, "
+      "reporting nothing of it",
+      job_id, attempt, rec->uid, uid);
+  rec->stale = true;
+  if (model::IsLive(rec->state) && rec->handle.shim.pid > 0) Signal(*rec, attempt::kKillSignal);
+  records_.erase(it);
+}
+
 void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::string& error) {
   rec->state = AttemptState::kStartFailed;
   rec->exit = ExitStatus{};
@@ -80,7 +102,8 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   Ended(rec);
   runner_->RecordStartFailed(rec->job_id, rec->attempt, error);
   rec->outcome_report = model::Report::StartFailed(rec->job_id, rec->attempt, error);
-  sink_(*rec->outcome_report);
+  rec->outcome_report->uid = rec->uid;
+  Emit(*rec, *rec->outcome_report);
 }
 
 void Supervisor::LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error) {
@@ -89,7 +112,8 @@ void Supervisor::LoseRecord(const std::shared_ptr<Record>& rec, const std::strin
   rec->exit->error = error;
   Ended(rec);
   rec->outcome_report = model::Report::Lost(rec->job_id, rec->attempt, error);
-  sink_(*rec->outcome_report);
+  rec->outcome_report->uid = rec->uid;
+  Emit(*rec, *rec->outcome_report);
 }
 
 // Defence in depth behind the database's check at insert (docs/security.md):
@@ -112,15 +136,16 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
                                           std::string* error) {
   auto rec = NewRecord(job_id, attempt);
   rec->spec = spec;
+  rec->uid = spec.uid;
   // Decided before taking the lock: it matches regular expressions.
   const auto refused = RefusedAsUnprivileged(spec, options_.driver);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
-    if (options_.collected && options_.collected(job_id, attempt)) {
+    if (options_.collected && options_.collected(job_id, attempt, spec.uid)) {
       return StartResult::kPreviousLife;
     }
-    auto claim = runner_->ClaimAttempt(job_id, attempt, error);
+    auto claim = runner_->ClaimAttempt(job_id, attempt, spec.uid, error);
     if (claim != AttemptRunner::Claim::kClaimed) {
       if (claim == AttemptRunner::Claim::kTaken) return StartResult::kPreviousLife;
       records_[{job_id, attempt}] = rec;
@@ -193,7 +218,7 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
 void Supervisor::Running(const std::shared_ptr<Record>& rec) {
   rec->state = AttemptState::kRunning;
   rec->ran = true;
-  sink_(model::Report::Running(rec->job_id, rec->attempt, rec->pid));
+  Emit(*rec, model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   if (rec->pending_stop) StopRecord(rec, rec->spec.stop_grace_seconds, rec->pending_stop == 2);
 }
 
@@ -254,8 +279,9 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
     rec->exit->error = error;
     rec->state = model::StateAfter(outcome.kind);
     Ended(rec);
+    report.uid = rec->uid;
     rec->outcome_report = report;
-    sink_(std::move(report));
+    Emit(*rec, std::move(report));
     Prune();
   }
   cv_.notify_all();

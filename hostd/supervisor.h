@@ -93,7 +93,9 @@ struct SupervisorOptions {
   int log_max_file_mb = model::kDefaultLogMaxFileMb;
   // Whether an attempt's directory was collected (collector.h): such an
   // attempt is never started again, like one whose directory exists.
-  std::function<bool(int64_t job_id, int attempt)> collected;
+  // uid: the job's (jobs.uid); a collection recorded for another uid is
+  // another job's and does not count.
+  std::function<bool(int64_t job_id, int attempt, const std::string& uid)> collected;
 };
 
 class Supervisor {
@@ -153,6 +155,12 @@ class Supervisor {
   void MarkReported(int64_t job_id, int attempt, bool accepted);
 
   bool Known(int64_t job_id, int attempt) const;
+  // Called before (job, attempt) of the job with this uid is started, stopped
+  // or judged: a record here of that id and number for another uid (another
+  // or a restored database) is dropped, its job killed if it still runs, and
+  // nothing of it is reported. The directory is set aside when the attempt
+  // is claimed (AttemptRunner::ClaimAttempt). No-op for an empty uid.
+  void ForgetOtherJob(int64_t job_id, int attempt, const std::string& uid);
   bool Live(int64_t job_id, int attempt) const;
   std::vector<JobInfo> List() const;
   std::optional<JobInfo> Latest(int64_t job_id) const;
@@ -189,6 +197,8 @@ class Supervisor {
     bool rejected = false;   // the database rejected a report of it (see Replay)
     bool delivered = false;  // the database accepted its final report (see Replay)
     bool ran = false;        // reported running by this hostd
+    std::string uid;         // the job's uid (jobs.uid) it was started for; "" unknown
+    bool stale = false;      // another job's (ForgetOtherJob): never reported
     JobInfo Info() const;
   };
   using Key = std::pair<int64_t, int>;
@@ -205,6 +215,8 @@ class Supervisor {
   model::Report OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
                               const std::string& error) const;
   void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);  // mu_ held
+  // Sends a report of rec, with its uid, unless rec is stale. mu_ held.
+  void Emit(const Record& rec, model::Report report);
   // Ends an attempt that never started because the host is fenced: reported
   // lost (the host-loss rule, not the job's attempts). Nothing is recorded on
   // disk, so a restarted hostd also finds it lost. mu_ held.

@@ -57,7 +57,7 @@ bool Supervisor::StopBeforeStart(int64_t job_id, int attempt) {
   if (records_.count({job_id, attempt})) return false;
   auto r = NewRecord(job_id, attempt);
   std::string error;
-  if (runner_->ClaimAttempt(job_id, attempt, &error) != AttemptRunner::Claim::kClaimed) {
+  if (runner_->ClaimAttempt(job_id, attempt, "", &error) != AttemptRunner::Claim::kClaimed) {
     return false;
   }
   records_[{job_id, attempt}] = r;
@@ -108,7 +108,10 @@ std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
   rec->rejected = false;
   rec->delivered = false;
   std::vector<model::Report> out;
-  if (rec->pid > 0 || rec->ran) out.push_back(model::Report::Running(job_id, attempt, rec->pid));
+  if (rec->pid > 0 || rec->ran) {
+    out.push_back(model::Report::Running(job_id, attempt, rec->pid));
+    out.back().uid = rec->uid;
+  }
   out.push_back(*rec->outcome_report);
   return out;
 }

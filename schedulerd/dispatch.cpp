@@ -34,8 +34,9 @@ std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_
   std::string body;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Dispatch& d = jobs[i];
-    std::string item = json{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}}.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    json doc{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}};
+    if (!d.uid.empty()) doc["uid"] = d.uid;
+    std::string item = doc.dump(-1, ' ', false, json::error_handler_t::replace);
     bool open = !body.empty();
     if (open && body.size() + 1 + item.size() + kTail.size() > max_bytes) {
       bodies.push_back(body + kTail);

@@ -36,6 +36,7 @@ struct Dispatch {
   int64_t job_id = 0;
   int attempt = 0;
   nlohmann::json spec;
+  std::string uid;  // jobs.uid, sent as the item's "uid" when not empty
 };
 
 // Everything one host is sent in one request.

@@ -29,10 +29,10 @@ FormationPass::Placed FormationPass::Place(
     pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   Placed out;
-  std::map<int64_t, const nlohmann::json*> specs;
+  std::map<int64_t, const store::PendingJob*> specs;
   std::vector<placement::JobRequest> todo;
   for (const auto& p : claimed) {
-    specs[p.request.id] = &p.spec;
+    specs[p.request.id] = &p;
     todo.push_back(p.request);
   }
   std::map<std::string, std::string> urls;  // host id -> API URL, from the snapshots
@@ -58,7 +58,8 @@ FormationPass::Placed FormationPass::Place(
       Charge(pass_hosts, a.host_id, *requests[a.job_id]);
       auto& target = out.planned[a.host_id];
       target.api_url = urls[a.host_id];
-      target.jobs.push_back(Dispatch{a.job_id, a.attempt, *specs[a.job_id]});
+      target.jobs.push_back(
+          Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec, specs[a.job_id]->uid});
       out.reasons.erase(a.job_id);
     }
     out.assigned += done.size();

@@ -42,7 +42,7 @@ constexpr db::Statement kLoadFormation{
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
     "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       j.privileged, pgfleet.job_spec(j)::text as spec"
+    "       j.privileged, pgfleet.job_spec(j)::text as spec, coalesce(j.uid::text, '') as uid"
     "  from pgfleet.jobs j"
     " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
     "   and (j.not_before is null or j.not_before <= now())"
@@ -178,6 +178,7 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
     p.request.privileged = r["privileged"].as<bool>();
     p.spec = json::parse(r["spec"].as<std::string>());
+    p.uid = r["uid"].as<std::string>();
     out.push_back(std::move(p));
   }
   return out;

@@ -55,6 +55,7 @@ FormationShape LoadFormation(pqxx::transaction_base& tx, int formation_id);
 struct PendingJob {
   placement::JobRequest request;
   nlohmann::json spec;  // pgfleet.job_spec(j): what hostd is sent
+  std::string uid;      // jobs.uid ("" for jobs from before it existed)
 };
 // Locks and returns up to `limit` placeable pending jobs of the formation
 // (priority order, skipping rows other schedulers hold).

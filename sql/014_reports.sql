@@ -71,6 +71,8 @@ set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 --    "peak_memory_bytes":1,"cpu_seconds":0.1,"output_tail":"...","error":null}
 --   {"job":1,"attempt":1,"kind":"start_failed","error":"exec \"foo\": No such file"}
 --   {"job":1,"attempt":1,"kind":"lost","error":"..."}
+-- Any of them may carry "uid" (jobs.uid as the host knows the attempt): it
+-- then applies only to the job of that uid.
 -- Each report is applied only if the attempt is still the job's current one on this
 -- host (fencing); accepted = false tells the host its attempt was superseded.
 #variable_conflict use_column
@@ -106,22 +108,30 @@ begin
            t.e ->> 'kind' as kind, t.e
       from jsonb_array_elements(p_reports) with ordinality t(e, n)
   ),
-  r_end as (  -- with the number of their attempt's first ending report
-    select r.*, min(r.n) filter (where r.kind in ('exited', 'start_failed', 'lost'))
-                  over (partition by r.job, r.att) as end_n
-      from r
-  ),
-  rx as (  -- and of its first running report before that, and the job as it is
-    select r_end.*,
-           min(r_end.n) filter (where r_end.kind = 'running' and (r_end.end_n is null or r_end.n < r_end.end_n))
-             over (partition by r_end.job, r_end.att) as run_n,
-           c.old, c.state as s0,
-           coalesce(c.attempt = r_end.att and c.host_id = p_host and c.state in ('assigned', 'running'),
+  rl as (  -- each with the job as it is, and whether the report may apply to it
+    select r.*, c.old, c.state as s0,
+           coalesce(c.attempt = r.att and c.host_id = p_host and c.state in ('assigned', 'running')
+                    -- a report that names the job's uid is about that job only
+                    -- (not another of the same id in a restored database)
+                    and (r.e ->> 'uid' is null or c.uid is null or c.uid::text = r.e ->> 'uid'),
                     false) as live
-      from r_end
+      from r
       left join lateral (
-        select j as old, j.attempt, j.host_id, j.state from pgfleet.jobs j where j.id = r_end.job offset 0) c
+        select j as old, j.attempt, j.host_id, j.state, j.uid
+          from pgfleet.jobs j where j.id = r.job offset 0) c
         on true
+  ),
+  r_end as (  -- with the number of their attempt's first ending report that applies
+    select rl.*, min(rl.n) filter (where rl.live and rl.kind in ('exited', 'start_failed', 'lost'))
+                   over (partition by rl.job, rl.att) as end_n
+      from rl
+  ),
+  rx as (  -- and of its first running report before that
+    select r_end.*,
+           min(r_end.n) filter (where r_end.live and r_end.kind = 'running'
+                                  and (r_end.end_n is null or r_end.n < r_end.end_n))
+             over (partition by r_end.job, r_end.att) as run_n
+      from r_end
   ),
   x as (  -- per live attempt: its ending report, the pid of its running report
     select rx.job as id, rx.att as attempt, (array_agg(rx.old))[1] as old, min(rx.s0) as s0,

@@ -62,6 +62,11 @@ struct JobSpec {
   // Set by the database (jobs.privileged): the submitter was a member of
   // pgfleet_privileged, so the privileged features below may be used.
   bool privileged = false;
+
+  // Not part of the spec's JSON: the job's uid (jobs.uid), from the dispatch
+  // item or the database, "" when unknown. The host keys what it keeps of an
+  // attempt by it (hostd/attempt_dir.h kUidFile).
+  std::string uid;
 };
 
 // The privileged features a spec asks for, the same rules as the database's

@@ -52,6 +52,7 @@ json ToJson(const Report& r) {
       break;
   }
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
+  if (!r.uid.empty()) j["uid"] = r.uid;
   return j;
 }
 
@@ -115,6 +116,7 @@ Report ReportFromJson(const json& j) {
   r.cpu_seconds = Optional<double>(j, "cpu_seconds", 0);
   r.output_tail = Optional<std::string>(j, "output_tail", "");
   r.error = Optional<std::string>(j, "error", "");
+  r.uid = Optional<std::string>(j, "uid", "");
   return r;
 }
 

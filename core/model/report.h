@@ -30,6 +30,9 @@ struct Report {
   double cpu_seconds = 0;
   std::string output_tail;  // valid UTF-8 (the producer sanitizes)
   std::string error;        // empty = none; start_failed and lost always carry one
+  // The job's uid (jobs.uid) as the host knows the attempt; "" = not known.
+  // The database applies a report only to the job of that uid.
+  std::string uid;
 
   static Report Running(int64_t job, int attempt, int64_t pid);
   static Report StartFailed(int64_t job, int attempt, std::string error);

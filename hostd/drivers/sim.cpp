@@ -140,7 +140,9 @@ SimRunner::~SimRunner() {
   timer_.Exclusive([this] { attempts_.reset(); });
 }
 
-AttemptRunner::Claim SimRunner::ClaimAttempt(int64_t job_id, int attempt, std::string*) {
+// Nothing outlives the process, so no claim can be another database's.
+AttemptRunner::Claim SimRunner::ClaimAttempt(int64_t job_id, int attempt, const std::string&,
+                                             std::string*) {
   std::lock_guard<std::mutex> lock(attempts_->mu);
   return attempts_->claimed.insert({job_id, attempt}).second ? Claim::kClaimed : Claim::kTaken;
 }

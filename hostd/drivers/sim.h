@@ -88,7 +88,8 @@ class SimRunner : public AttemptRunner {
   // Waits for an end of its own being delivered; later deadlines do nothing.
   ~SimRunner() override;
 
-  Claim ClaimAttempt(int64_t job_id, int attempt, std::string* error) override;
+  Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
+                     std::string* error) override;
   void RecordStartFailed(int64_t, int, const std::string&) override {}
   bool Start(const attempt::ShimRequest& req, Started* out, std::string* error) override;
   void Await(int64_t job_id, int attempt, Ended ended) override;

@@ -202,7 +202,7 @@ TEST(SimTimerTest, EndsComeInDeadlineOrder) {
   auto runner = std::make_unique<hostd::SimRunner>(timer);
   for (int64_t job : {3, 1, 2}) {
     std::string error;
-    ASSERT_EQ(runner->ClaimAttempt(job, 1, &error), hostd::AttemptRunner::Claim::kClaimed);
+    ASSERT_EQ(runner->ClaimAttempt(job, 1, "", &error), hostd::AttemptRunner::Claim::kClaimed);
     hostd::attempt::ShimRequest req;
     req.job_id = job;
     req.attempt = 1;

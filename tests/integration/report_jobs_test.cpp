@@ -194,5 +194,39 @@ TEST(ReportJobs, BatchIsAppliedInOrderAndReportsAfterAnAttemptEndedAreRejected) 
   EXPECT_EQ(sql.Drift(), 0);
 }
 
+TEST(ReportJobs, AReportNamingAnotherJobsUidIsRejectedEvenInTheSameBatch) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long job = sql.Submit(400, 100);
+  ASSERT_EQ(sql.Assign({job}, "h1").size(), 1u);
+  const std::string uid = sql.Str("select uid::text from pgfleet.jobs where id = $1", job);
+  ASSERT_EQ(36u, uid.size()) << "made at insert";
+  // A job of the same id and attempt that this host ran for another (or a
+  // restored) database ended as lost; then this job's attempt ran and exited.
+  json other = Lost(job, 1);
+  other["uid"] = "00000000-0000-4000-8000-000000000000";
+  json mine = Exited(job, 1, 0);
+  mine["uid"] = uid;
+  auto got = sql.ReportJobs("h1", gen, json::array({other, mine}));
+  ASSERT_EQ(2u, got.size());
+  EXPECT_FALSE(got[0].accepted);
+  EXPECT_TRUE(got[1].accepted);
+  EXPECT_EQ(sql.State(job), "succeeded");
+  EXPECT_EQ(sql.Events(job, "lost"), 0);
+  EXPECT_EQ(sql.Events(job, "succeeded"), 1);
+  EXPECT_EQ(sql.Num("select host_losses from pgfleet.jobs where id = $1", job), 0);
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Drift(), 0);
+  // Alone, it changes nothing either.
+  long long next = sql.Submit(100, 10);
+  ASSERT_EQ(sql.Assign({next}, "h1").size(), 1u);
+  json stray = Exited(next, 1, 1);
+  stray["uid"] = "00000000-0000-4000-8000-000000000000";
+  EXPECT_FALSE(sql.ReportOne("h1", gen, stray));
+  EXPECT_EQ(sql.State(next), "assigned");
+  EXPECT_EQ(sql.Allocated("h1"), "100/10");
+}
+
 }  // namespace
 }  // namespace pgfleet::integration
