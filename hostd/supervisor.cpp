@@ -102,7 +102,6 @@ void Supervisor::FailRecord(const std::shared_ptr<Record>& rec, const std::strin
   Ended(rec);
   runner_->RecordStartFailed(rec->job_id, rec->attempt, error);
   rec->outcome_report = model::Report::StartFailed(rec->job_id, rec->attempt, error);
-  rec->outcome_report->uid = rec->uid;
   Emit(*rec, *rec->outcome_report);
 }
 
@@ -112,7 +111,6 @@ void Supervisor::LoseRecord(const std::shared_ptr<Record>& rec, const std::strin
   rec->exit->error = error;
   Ended(rec);
   rec->outcome_report = model::Report::Lost(rec->job_id, rec->attempt, error);
-  rec->outcome_report->uid = rec->uid;
   Emit(*rec, *rec->outcome_report);
 }
 
@@ -279,7 +277,6 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
     rec->exit->error = error;
     rec->state = model::StateAfter(outcome.kind);
     Ended(rec);
-    report.uid = rec->uid;
     rec->outcome_report = report;
     Emit(*rec, std::move(report));
     Prune();

@@ -108,11 +108,9 @@ std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
   rec->rejected = false;
   rec->delivered = false;
   std::vector<model::Report> out;
-  if (rec->pid > 0 || rec->ran) {
-    out.push_back(model::Report::Running(job_id, attempt, rec->pid));
-    out.back().uid = rec->uid;
-  }
+  if (rec->pid > 0 || rec->ran) out.push_back(model::Report::Running(job_id, attempt, rec->pid));
   out.push_back(*rec->outcome_report);
+  for (auto& report : out) report.uid = rec->uid;  // as Emit sent them
   return out;
 }
 

@@ -49,11 +49,12 @@ declare
   v_had text;
 begin
   perform pgfleet.require_host(p_host);
-  select hb.condition into v_had from pgfleet.host_heartbeats hb
-   where hb.host_id = p_host and hb.generation = p_generation;
+  -- One statement: the row as it was (was) gives the condition replaced.
   update pgfleet.host_heartbeats hb
      set last_seen = now(), running_jobs = p_running, condition = nullif(p_condition, '')
-   where hb.host_id = p_host and hb.generation = p_generation;
+    from pgfleet.host_heartbeats was
+   where hb.host_id = p_host and hb.generation = p_generation and was.host_id = hb.host_id
+  returning was.condition into v_had;
   -- A condition that cleared gives capacity back: wake sleeping schedulers.
   if v_had is not null and nullif(p_condition, '') is null then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
