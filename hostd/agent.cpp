@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
+#include "core/db/deadline.h"
 #include "core/model/job_spec.h"
 #include "core/model/json_limits.h"
 #include "hostd/collector.h"
@@ -263,7 +265,15 @@ void Agent::BeginLease() {
   watchdog_started_ns_ = BootTimeNs();
 }
 
+std::chrono::milliseconds Agent::DbDeadline() const {
+  // Short enough that a stuck backend is left, a new connection made and a
+  // heartbeat sent before the lease runs out (SelfFenceAfter); long enough
+  // for a busy database's slowest step.
+  return std::clamp(std::chrono::milliseconds(ttl_ms_.load() / 3), kMinDbDeadline, kMaxDbDeadline);
+}
+
 Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
+  db::Deadline deadline(conn, DbDeadline(), "host=" + config_.id);
   if (reregister_.exchange(false)) registered_ = false;
   if (!registered_) {
     Register(conn);
@@ -276,11 +286,13 @@ Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
   HeartbeatIfDue(conn);
   if (!registered_) return Clock::now();  // register again at once
   while (Flush(conn)) {
+    deadline.Renew();
     HeartbeatIfDue(conn);
     if (!registered_) return Clock::now();
   }
   auto now = Clock::now();
   if (force_reconcile_ || now - last_reconcile_ >= config_.reconcile_interval) {
+    deadline.Renew();
     RetryQuarantined(conn);
     Reconcile(conn);
     force_reconcile_ = false;
@@ -306,6 +318,7 @@ void Agent::NoteStepFailed(const std::exception* e) {
 
 void Agent::FinalFlush(pqxx::connection& conn) {
   try {
+    db::Deadline deadline(conn, DbDeadline(), "host=" + config_.id);
     while (Flush(conn)) {
     }
     if (registered_ && !config_.data_dir.empty()) Heartbeat(conn);

@@ -60,7 +60,9 @@ class Agent {
   // Starts the lease clock and the fence timing; Run does it first.
   void BeginLease();
   // Does on conn whatever is due: register, deliver queued reports, heartbeat,
-  // reconcile. Returns when it next wants a step. Throws what the database throws.
+  // reconcile. Returns when it next wants a step. Throws what the database
+  // throws; a database that does not answer within DbDeadline() (a stopped
+  // backend) breaks the connection (core/db/deadline.h).
   Clock::time_point Step(pqxx::connection& conn);
   // True (once) when Enqueue or Wake asked for a step since the last call.
   bool TakeWake();
@@ -76,6 +78,11 @@ class Agent {
   // heartbeats once more: a deliberate stop then gives a restarted hostd the
   // whole fence time (lease.h) before the shims fence their jobs.
   void FinalFlush(pqxx::connection& conn);
+  // How long one unit of database work may wait for an answer: a third of
+  // the host TTL, within [kMinDbDeadline, kMaxDbDeadline].
+  std::chrono::milliseconds DbDeadline() const;
+  static constexpr std::chrono::milliseconds kMinDbDeadline{2000};
+  static constexpr std::chrono::milliseconds kMaxDbDeadline{20000};
 
  private:
   void Register(pqxx::connection& conn);

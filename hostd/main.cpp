@@ -255,8 +255,10 @@ int main(int argc, char** argv) {
                                : std::chrono::milliseconds(0));
   // Before the API and the reconcile: what a previous hostd left running is ours again.
   auto recovered = supervisor.Recover();
-  spdlog::info("host={} re-attached to {} running job(s); {} ended while hostd was away, {} lost",
-               id, recovered.adopted, recovered.finished, recovered.lost);
+  spdlog::info(
+      "host={} re-attached to {} running job(s); {} ended while hostd was away, {} lost; {} job "
+      "cgroups left by gone shims removed",
+      id, recovered.adopted, recovered.finished, recovered.lost, recovered.cgroups_removed);
   if (!f.self_fence)
     spdlog::warn(
         "host={} self-fence is off: jobs keep running when the database is "
@@ -286,14 +288,9 @@ int main(int argc, char** argv) {
   ApiStop api_stop(http);
   agent.Run(
       stop, [&api_stop] { api_stop.Begin(); }, [&api_stop] { api_stop.Finish(); });
-  if (driver_name == "container") {
-    // What a driver's destructor does: drop the per-host cgroup if no job is
-    // left in it (shims never do; they share it).
-    try {
-      pgfleet::hostd::MakeDriver(driver_name, {data_dir, id}).reset();
-    } catch (const std::exception&) {
-    }
-  }
+  // Leave no per-host cgroup behind unless jobs still run in it (their
+  // shims keep them running across a restart).
+  supervisor.RemoveLeftoverCgroups();
   spdlog::info("host={} stopped; its jobs keep running under their shims", id);
   spdlog::shutdown();
   // Watcher threads block on shims that outlive us: leave without running the

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "hostd/drivers/container.h"
 #include "hostd/supervisor.h"
 
 namespace pgfleet::hostd {
@@ -45,7 +46,12 @@ std::vector<FoundAttempt> UnsettledAttempts(const std::string& data_dir) {
   return out;
 }
 
-attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& dir) {
+attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& dir,
+                              const std::string& container_host) {
+  // A shim killed after the job's exit was recorded may still have left its
+  // cgroup; one killed before left the job in it too.
+  int left_in_cgroup =
+      container_host.empty() ? 0 : RemoveJobCgroup(container_host, job_id, attempt);
   auto state = attempt::ReadState(dir);
   if (state.outcome) return *state.outcome;
   // The shim died without recording an outcome (killed, crashed, machine
@@ -53,10 +59,12 @@ attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& di
   attempt::Outcome o;
   o.kind = model::ExitOutcome::kLost;
   o.status.error = "the job's shim ended without recording the job's exit";
+  bool killed = left_in_cgroup > 0;
   if (state.started && attempt::SignalProcess(state.started->job, SIGKILL)) {
     kill(-state.started->job.pid, SIGKILL);  // verified alive just now: its group is the job's
-    o.status.error += "; the job was still running and was killed";
+    killed = true;
   }
+  if (killed) o.status.error += "; the job was still running and was killed";
   std::string err;
   if (!attempt::AppendRecord(dir, attempt::ToJson(o), &err)) {
     spdlog::warn("job={} attempt={} {}", job_id, attempt, err);
@@ -109,7 +117,15 @@ Supervisor::RecoverSummary Supervisor::Recover() {
     finished.push_back(rec);
   }
   for (auto& rec : finished) SettleFinished(rec, &summary);
+  summary.cgroups_removed = RemoveLeftoverCgroups();
   return summary;
+}
+
+int Supervisor::RemoveLeftoverCgroups() {
+  if (options_.driver != "container") return 0;
+  return hostd::RemoveLeftoverCgroups(options_.host_id, [this](int64_t job_id, int attempt) {
+    return attempt::ShimAlive(attempt::DirOf(options_.data_dir, job_id, attempt));
+  });
 }
 
 void Supervisor::Adopt(const std::shared_ptr<Record>& rec) {
@@ -135,7 +151,7 @@ void Supervisor::SettleFinished(const std::shared_ptr<Record>& rec, RecoverSumma
     std::lock_guard<std::mutex> lock(mu_);
     Emit(*rec, model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
-  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir));
+  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir, ContainerHost()));
   std::lock_guard<std::mutex> lock(mu_);
   if (rec->state == model::AttemptState::kLost) {
     ++summary->lost;

@@ -36,8 +36,11 @@ std::vector<FoundAttempt> UnsettledAttempts(const std::string& data_dir);
 
 // How the attempt in dir ended, once its shim is gone: the recorded outcome,
 // or, when the shim died without one, a "lost" outcome appended now, after
-// SIGKILLing whatever is left of the job.
-attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& dir);
+// SIGKILLing whatever is left of the job. container_host: the host id when
+// the container driver ran the attempt ("" otherwise): a cgroup the shim
+// left (it was killed before it could delete it) is emptied and deleted.
+attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& dir,
+                              const std::string& container_host);
 
 // The highest attempt of job_id that has a directory; 0 if none.
 int LatestAttemptOnDisk(const std::string& data_dir, int64_t job_id);

@@ -16,7 +16,9 @@
 namespace pgfleet::hostd {
 
 ShimRunner::ShimRunner(const ShimClientOptions& options)
-    : data_dir_(options.data_dir), shims_(options) {
+    : data_dir_(options.data_dir),
+      container_host_(options.driver == "container" ? options.host_id : ""),
+      shims_(options) {
   mkdir(attempt::JobsDir(data_dir_).c_str(), 0755);
 }
 
@@ -95,9 +97,9 @@ bool ShimRunner::Start(const attempt::ShimRequest& req, Started* out, std::strin
 
 void ShimRunner::Await(int64_t job_id, int attempt, Ended ended) {
   std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
-  std::thread([job_id, attempt, dir, ended = std::move(ended)] {
+  std::thread([job_id, attempt, dir, host = container_host_, ended = std::move(ended)] {
     attempt::WaitShimGone(dir);
-    ended(FinalOutcome(job_id, attempt, dir));
+    ended(FinalOutcome(job_id, attempt, dir, host));
   }).detach();
 }
 

@@ -33,6 +33,7 @@ class ShimRunner : public AttemptRunner {
 
  private:
   const std::string data_dir_;
+  const std::string container_host_;  // host id with the container driver, else ""
   ShimClient shims_;
 };
 

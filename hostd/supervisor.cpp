@@ -236,7 +236,7 @@ void Supervisor::Watch(std::shared_ptr<Record> rec) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   attempt::WaitShimGone(rec->dir);
-  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir));
+  Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir, ContainerHost()));
 }
 
 model::Report Supervisor::OutcomeReport(const Record& rec, const attempt::Outcome& outcome,

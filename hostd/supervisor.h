@@ -112,14 +112,20 @@ class Supervisor {
   ~Supervisor();
 
   struct RecoverSummary {
-    int adopted = 0;   // shim alive: watched again, "running" re-reported
-    int finished = 0;  // ended while hostd was away: the recorded outcome is reported
-    int lost = 0;      // shim gone without an outcome: job killed if left, reported lost
+    int adopted = 0;          // shim alive: watched again, "running" re-reported
+    int finished = 0;         // ended while hostd was away: the recorded outcome is reported
+    int lost = 0;             // shim gone without an outcome: job killed if left, reported lost
+    int cgroups_removed = 0;  // job cgroups left by shims that are gone
   };
   // Re-attaches to the attempts a previous hostd left in the data dir; call
   // once, before Start(). Attempts whose outcome was already delivered
   // (MarkReported) are skipped. Defined in recovery.cpp.
   RecoverSummary Recover();
+  // Container driver: removes the cgroup of every attempt whose shim is gone
+  // (killed before it could), then the per-host group if it is left empty.
+  // Recover() calls it; hostd again at a clean exit. Returns how many job
+  // cgroups were removed.
+  int RemoveLeftoverCgroups();
 
   StartResult Start(int64_t job_id, int attempt, const model::JobSpec& spec, std::string* error);
   // Stops the attempt (0 = the job's latest attempt here): SIGTERM, the job's
@@ -174,6 +180,10 @@ class Supervisor {
   size_t LiveCount() const;
 
  private:
+  // The host id when attempts run in the container driver's cgroups, else "".
+  std::string ContainerHost() const {
+    return options_.driver == "container" ? options_.host_id : "";
+  }
   // One attempt. Fields other than the identity (job_id, attempt, dir,
   // log_path) are guarded by mu_ once the record is in records_.
   struct Record {

@@ -21,9 +21,11 @@ constexpr int kConnectionsPerOrigin = 8;
 
 }  // namespace
 
-Dispatcher::Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics)
+Dispatcher::Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics,
+                       std::string who)
     : timeout_seconds_(timeout_seconds),
       metrics_(metrics),
+      who_(std::move(who)),
       pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}) {}
 
 std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
@@ -140,8 +142,11 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
   sender();  // this thread is one of the senders
   for (auto& t : threads) t.join();
 
+  // Every host was answered or gave up: only now does the database wait on us.
+  db::Deadline deadline(conn, kDbDeadline, who_);
   std::vector<std::string> delivered;
   for (size_t i = 0; i < todo.size(); ++i) {
+    deadline.Renew();
     // Jobs whose body was refused or never sent go back; jobs whose body
     // went unanswered stay assigned; the rest were delivered.
     HostTarget failed{todo[i].second->api_url, {}};
@@ -174,9 +179,13 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
 }
 
 void Dispatcher::ForwardStops(pqxx::connection& conn) {
-  pqxx::work tx(conn);
-  auto stops = store::StopsToForward(tx);
-  tx.commit();
+  std::vector<store::StopToForward> stops;
+  {
+    db::Deadline deadline(conn, kDbDeadline, who_);
+    pqxx::work tx(conn);
+    stops = store::StopsToForward(tx);
+    tx.commit();
+  }
   for (const auto& s : stops) {
     std::string path =
         "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt);

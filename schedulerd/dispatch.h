@@ -19,6 +19,7 @@
 // (net::ClientPool), so a pass to 1,000 hosts is neither 1,000 threads nor
 // 1,000 TCP handshakes.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/db/deadline.h"
 #include "core/metrics/metrics.h"
 #include "core/net/client_pool.h"
 
@@ -73,11 +75,18 @@ struct Delivery {
 // What an HTTP result means for the jobs it carried.
 Delivery DeliveryOf(const httplib::Result& res, const std::string& api_url);
 
+// How long one unit of the scheduler's database work (a formation's pass,
+// recording a dispatch, the maintenance steps) may wait for an answer before
+// the connection is dropped and made again (core/db/deadline.h).
+inline constexpr std::chrono::milliseconds kDbDeadline{10000};
+
 class Dispatcher {
  public:
   // token: the cluster token for hostd's API; timeout_seconds: per request,
-  // stretched for big batches. metrics must outlive the dispatcher.
-  Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics);
+  // stretched for big batches. metrics must outlive the dispatcher. Each
+  // transaction recording outcomes must be answered within kDbDeadline
+  // (core/db/deadline.h; who names the connection in its log line).
+  Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics, std::string who);
 
   // Sends each host its batch, then records the outcomes: one statement for
   // every host that took its batch, one transaction per host that did not.
@@ -96,6 +105,7 @@ class Dispatcher {
 
   int timeout_seconds_;
   metrics::Registry& metrics_;
+  std::string who_;
   net::ClientPool pool_;
 };
 

@@ -49,14 +49,21 @@ Scheduler::Scheduler(Config config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       formation_pass_(config_.batch_size, metrics),
-      dispatcher_(config_.token, config_.dispatch_timeout_seconds, metrics),
+      dispatcher_(config_.token, config_.dispatch_timeout_seconds, metrics,
+                  "scheduler=" + config_.id + " work connection"),
       maintenance_({config_.id, config_.host_ttl_seconds, config_.retain}, metrics),
       listen_conn_(config_.dsn, "listen connection"),
       work_conn_(config_.dsn, "work connection") {
   work_conn_.SetOnConnect(store::Prepare);
 }
 
-Scheduler::~Scheduler() { receiver_.reset(); }
+Scheduler::~Scheduler() {
+  if (receiver_ && listen_conn_.IsOpen()) {
+    db::Deadline deadline(*listen_conn_.Get(), kDbDeadline, ListenWho());  // UNLISTEN
+    receiver_.reset();
+  }
+  receiver_.reset();
+}
 
 void Scheduler::Listen(pqxx::connection& conn) {
   receiver_.reset();
@@ -166,31 +173,36 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
   std::set<int> dirty;
   dirty.swap(dirty_);
   all_dirty_ = false;
-  std::vector<store::Formation> formations;
-  {
-    pqxx::work tx(conn);
-    formations = store::FormationsToWork(tx, all, dirty);
-    tx.commit();
-  }
   Targets targets;
   bool assigned = false;
-  std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
-  for (const auto& f : formations) {
-    if (stop) break;
-    try {
-      auto result = formation_pass_.Work(conn, f, &targets, &pass_hosts);
-      if (result.more_waiting) dirty_.insert(f.id);
-      assigned = assigned || result.assigned;
-    } catch (const pqxx::broken_connection&) {
-      throw;
-    } catch (const std::exception& e) {
-      // Rolled back; retried next pass. Other formations' committed
-      // assignments must still be dispatched below.
-      spdlog::warn("formation={} id={} pass failed, will retry: {}", f.name, f.id, e.what());
-      metrics_.Add("pgfleet_scheduler_errors_total", 1);
-      dirty_.insert(f.id);
+  {
+    db::Deadline deadline(conn, kDbDeadline, WorkWho());
+    std::vector<store::Formation> formations;
+    {
+      pqxx::work tx(conn);
+      formations = store::FormationsToWork(tx, all, dirty);
+      tx.commit();
+    }
+    std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
+    for (const auto& f : formations) {
+      if (stop) break;
+      deadline.Renew();
+      try {
+        auto result = formation_pass_.Work(conn, f, &targets, &pass_hosts);
+        if (result.more_waiting) dirty_.insert(f.id);
+        assigned = assigned || result.assigned;
+      } catch (const pqxx::broken_connection&) {
+        throw;
+      } catch (const std::exception& e) {
+        // Rolled back; retried next pass. Other formations' committed
+        // assignments must still be dispatched below.
+        spdlog::warn("formation={} id={} pass failed, will retry: {}", f.name, f.id, e.what());
+        metrics_.Add("pgfleet_scheduler_errors_total", 1);
+        dirty_.insert(f.id);
+      }
     }
   }
+  // Dispatching waits on hosts, not on the database: the dispatcher arms its own.
   dispatcher_.DispatchAll(conn, targets);
   dispatcher_.ForwardStops(conn);
   return assigned;
@@ -198,7 +210,7 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
 
 void Scheduler::AfterError(pqxx::connection* lc, pqxx::connection* wc) {
   if (lc && !lc->is_open()) {
-    receiver_.reset();
+    receiver_.reset();  // closed: no UNLISTEN to wait for
     listen_conn_.MarkBroken("closed");
   }
   if (wc && !wc->is_open()) work_conn_.MarkBroken("closed");
@@ -215,12 +227,28 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
       continue;
     }
     try {
-      if (listen_conn_.TakeReconnected() || !receiver_) Listen(*lc);
+      if (listen_conn_.TakeReconnected() || !receiver_) {
+        db::Deadline deadline(*lc, kDbDeadline, ListenWho());
+        Listen(*lc);
+      }
       if (work_conn_.TakeReconnected()) all_dirty_ = true;
       auto now = Clock::now();
-      Maintain(*wc, now);
-      if (WaitForWork(*lc, now) && WorkDirty(*wc, stop)) poll_ = kFirstPoll;
+      {
+        db::Deadline deadline(*wc, kDbDeadline, WorkWho());
+        Maintain(*wc, now);
+      }
+      bool work;
+      {
+        // Waiting for a NOTIFY lasts up to a tick: that is not the database's delay.
+        db::Deadline deadline(*lc, kDbDeadline + config_.tick, ListenWho());
+        work = WaitForWork(*lc, now);
+      }
+      if (work && WorkDirty(*wc, stop)) poll_ = kFirstPoll;
     } catch (const pqxx::broken_connection& e) {
+      // Both connections are made again. Dropping the receiver would send
+      // UNLISTEN and wait on the listen connection's backend, which may be
+      // the one that stopped answering: shut it down first.
+      if (listen_conn_.IsOpen()) db::ShutDownSocket(*lc);
       receiver_.reset();
       listen_conn_.MarkBroken(e.what());
       work_conn_.MarkBroken(e.what());

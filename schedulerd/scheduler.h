@@ -58,6 +58,9 @@ class Scheduler {
 
  private:
   class Receiver;
+  // Name the connections in a deadline's log line.
+  std::string WorkWho() const { return "scheduler=" + config_.id + " work connection"; }
+  std::string ListenWho() const { return "scheduler=" + config_.id + " listen connection"; }
 
   void Listen(pqxx::connection& conn);
   // Heartbeat, sweep and prune when their time has come.

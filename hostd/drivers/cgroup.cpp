@@ -262,6 +262,9 @@ JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimi
   }
 }
 
+JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path)
+    : sys_(sys), path_(std::move(path)) {}
+
 JobCgroup::~JobCgroup() { Destroy(); }
 
 std::string JobCgroup::File(const std::string& controller, const std::string& file) const {

@@ -69,6 +69,9 @@ class JobCgroup {
   // controller with `limits`, creating missing parents. Throws
   // std::runtime_error naming the path and libcgroup's error.
   JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimits& limits);
+  // Takes over an existing group at `path` (left by a process that is gone),
+  // to kill what is in it and delete it.
+  JobCgroup(const CgroupSystem& sys, std::string path);
   // Destroy()s the cgroup if that has not been done.
   ~JobCgroup();
   JobCgroup(const JobCgroup&) = delete;

@@ -1,19 +1,24 @@
 #include "hostd/drivers/container.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "hostd/drivers/cgroup.h"
 #include "hostd/drivers/container_child.h"
@@ -68,6 +73,12 @@ std::string CgroupName(const std::string& s) {
     if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   }
   return out;
+}
+
+std::string HostCgroupPath(const std::string& host_id) { return "pgfleet/" + CgroupName(host_id); }
+
+std::string JobCgroupPath(const std::string& host_id, int64_t job_id, int attempt) {
+  return HostCgroupPath(host_id) + "/" + std::to_string(job_id) + "-" + std::to_string(attempt);
 }
 
 class ContainerExecution : public Execution {
@@ -143,8 +154,7 @@ class ContainerDriver : public Driver {
 
   ~ContainerDriver() override {
     // Leave no empty per-host group behind; busy ones stay.
-    std::string host = "pgfleet/" + CgroupName(opts_.host_id);
-    DeleteCgroupIfEmpty(sys_, host);
+    DeleteCgroupIfEmpty(sys_, HostCgroupPath(opts_.host_id));
     DeleteCgroupIfEmpty(sys_, "pgfleet");
   }
 
@@ -186,9 +196,8 @@ void ContainerDriver::OpenChildFds(const RunRequest& req, ChildPlan* plan, Child
 }
 
 std::unique_ptr<JobCgroup> ContainerDriver::MakeCgroup(const RunRequest& req, pid_t pid) const {
-  const std::string path = "pgfleet/" +
-                           CgroupName(req.host_id.empty() ? opts_.host_id : req.host_id) + "/" +
-                           std::to_string(req.job_id) + "-" + std::to_string(req.attempt);
+  const std::string path =
+      JobCgroupPath(req.host_id.empty() ? opts_.host_id : req.host_id, req.job_id, req.attempt);
   CgroupLimits limits;
   limits.memory_bytes = static_cast<int64_t>(req.spec.memory) << 20;
   limits.cpu_millicores = req.spec.cpu;
@@ -288,6 +297,53 @@ std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts) {
   std::string data_dir = opts.data_dir.empty() ? std::string() : RealPath(opts.data_dir);
   std::string staging = RealPath(base + "/container-root");
   return std::make_unique<ContainerDriver>(*sys, opts, data_dir, staging);
+}
+
+int RemoveJobCgroup(const std::string& host_id, int64_t job_id, int attempt) {
+  const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  if (!sys) return 0;
+  std::string path = JobCgroupPath(host_id, job_id, attempt);
+  bool exists = false;
+  for (const auto& c : sys->controllers()) {
+    struct stat st;
+    exists |= stat(sys->Dir(c, path).c_str(), &st) == 0;
+  }
+  if (!exists) return 0;
+  JobCgroup cgroup(*sys, path);
+  int left = static_cast<int>(cgroup.Procs().size());
+  cgroup.Destroy();
+  spdlog::warn("job={} attempt={} its shim is gone and left cgroup {} ({} processes): removed",
+               job_id, attempt, path, left);
+  return left;
+}
+
+int RemoveLeftoverCgroups(const std::string& host_id,
+                          const std::function<bool(int64_t job_id, int attempt)>& shim_alive) {
+  const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  if (!sys) return 0;
+  std::set<std::pair<int64_t, int>> found;
+  for (const auto& c : sys->controllers()) {
+    DIR* d = opendir(sys->Dir(c, HostCgroupPath(host_id)).c_str());
+    if (!d) continue;
+    while (dirent* e = readdir(d)) {
+      long long job = 0;
+      int attempt = 0, used = 0;
+      if (e->d_type == DT_DIR && std::sscanf(e->d_name, "%lld-%d%n", &job, &attempt, &used) == 2 &&
+          e->d_name[used] == '\0' && job > 0 && attempt > 0) {
+        found.emplace(job, attempt);
+      }
+    }
+    closedir(d);
+  }
+  int removed = 0;
+  for (const auto& [job, attempt] : found) {
+    if (shim_alive(job, attempt)) continue;
+    RemoveJobCgroup(host_id, job, attempt);
+    ++removed;
+  }
+  DeleteCgroupIfEmpty(*sys, HostCgroupPath(host_id));
+  DeleteCgroupIfEmpty(*sys, "pgfleet");
+  return removed;
 }
 
 }  // namespace pgfleet::hostd

@@ -43,6 +43,8 @@
 //   CPU time, kills leftovers and deletes the cgroup; every mount the job had
 //   lives in its own mount namespace and goes with it.
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -56,5 +58,19 @@ bool ContainerDriverAvailable(std::string* why);
 
 // Throws DriverError when the driver is not available (see above).
 std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts);
+
+// Cleaning up after shims that did not (hostd calls these; the container
+// driver's own path ends with Wait() deleting the cgroup):
+//
+// The cgroup of a job's attempt, pgfleet/<host>/<job>-<attempt>, once its shim
+// is gone: everything still in it is killed and it is deleted. Returns how
+// many processes were left in it (0 too when it does not exist, or cgroups
+// are not usable here).
+int RemoveJobCgroup(const std::string& host_id, int64_t job_id, int attempt);
+// Every job cgroup of the host for which shim_alive(job, attempt) is false is
+// removed as above; then the per-host group, and "pgfleet", if left empty.
+// Returns how many job cgroups were removed.
+int RemoveLeftoverCgroups(const std::string& host_id,
+                          const std::function<bool(int64_t job_id, int attempt)>& shim_alive);
 
 }  // namespace pgfleet::hostd

@@ -30,23 +30,8 @@ TEST(DatabaseFailoverTest, APromotedSynchronousStandbyTakesOverAndEveryJobEndsEx
   TestDatabase db(primary.admin_dsn(), true);
   standby_owner = std::make_unique<PrivatePostgres>(PrivatePostgres::StandbyOf{primary});
   PrivatePostgres& standby = *standby_owner;
-  // Synchronous: a commit returns once the standby has it, so promoting the
-  // standby loses no assignment and no report.
-  {
-    pqxx::connection c(primary.admin_dsn());
-    pqxx::nontransaction(c).exec0("alter system set synchronous_standby_names = '*'");
-    pqxx::nontransaction(c).exec("select pg_reload_conf()");
-    ASSERT_TRUE(WaitFor(
-        [&] {
-          return pqxx::nontransaction(c)
-                     .exec1("select count(*) from pg_stat_replication where sync_state = 'sync'")[0]
-                     .as<int>() == 1;
-        },
-        30s));
-  }
-  const std::string both = "host=127.0.0.1,127.0.0.1 port=" + std::to_string(primary.port()) + "," +
-                           std::to_string(standby.port()) + " user=postgres dbname=" + db.name() +
-                           " target_session_attrs=read-write";
+  ASSERT_TRUE(primary.MakeReplicationSynchronous());
+  const std::string both = primary.FailoverDsn(standby, db.name());
   auto query = [&](const std::string& sql) -> std::string {
     pqxx::connection c(both);
     pqxx::work tx(c);

@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "core/net/http.h"
 #include "core/util/text.h"
 #include "hostd/attempt_dir.h"
+#include "hostd/drivers/cgroup.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {
@@ -102,6 +104,26 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
           },
           2s);
     }
+  }
+
+  // Directories of the cgroup at `path` under pgfleet/<host>/ ("" for the
+  // per-host group itself), in every controller the container driver uses,
+  // that exist now.
+  std::vector<std::string> CgroupDirs(const std::string& path) const {
+    std::vector<std::string> out;
+    const hostd::CgroupSystem* sys = hostd::CgroupSystem::Get(nullptr);
+    if (!sys) return out;
+    for (const auto& c : sys->controllers()) {
+      std::string dir = sys->Dir(c, "pgfleet/" + host_ + (path.empty() ? "" : "/" + path));
+      struct stat st;
+      if (stat(dir.c_str(), &st) == 0) out.push_back(dir);
+    }
+    return out;
+  }
+  static std::string Join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += s + " ";
+    return out;
   }
 
   const std::string& driver() const { return GetParam(); }
@@ -218,6 +240,49 @@ TEST_P(HostdRestartTest, JobWhoseShimIsKilledIsKilledTooAndReportedLost) {
              "pgfleet.job_events where job_id = " +
              id);
   EXPECT_NE(std::to_string(pid), Job(id, "pid"));
+  if (driver() == "container") {
+    // The killed shim could not delete attempt 1's cgroup; hostd did.
+    EXPECT_TRUE(WaitFor([&] { return CgroupDirs(id + "-1").empty(); }, 5s))
+        << Join(CgroupDirs(id + "-1"));
+    EXPECT_FALSE(CgroupDirs(id + "-2").empty()) << "attempt 2 runs in its own cgroup";
+  }
+}
+
+TEST_P(HostdRestartTest, CgroupsOfShimsKilledWhileHostdIsDownAndTheHostGroupAreRemoved) {
+  if (driver() != "container") GTEST_SKIP() << "cgroups are the container driver's";
+  std::string id = db_.Scalar("select pgfleet.submit(array['sleep', '600'])");
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "running"; }, 30s)) << cluster_->Logs();
+  auto state = hostd::attempt::ReadState(DataDir() + "/jobs/" + id + "-1");
+  ASSERT_TRUE(state.started);
+  ASSERT_FALSE(CgroupDirs(id + "-1").empty());
+  // hostd first, then the shim: nobody is left to notice, and the shim had
+  // no chance to delete its cgroup.
+  host_proc_->Kill9();
+  ASSERT_EQ(0, kill(state.started->shim.pid, SIGKILL));
+  ASSERT_TRUE(WaitFor(
+      [&] { return !SameProcess(state.started->shim.pid, state.started->shim.start_time); }, 5s));
+  EXPECT_FALSE(CgroupDirs(id + "-1").empty()) << "the killed shim left its cgroup";
+
+  StartHost();
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+  // The new hostd found the attempt without its shim: killed what was left,
+  // deleted the cgroup, reported the attempt lost (so it runs again).
+  EXPECT_TRUE(WaitFor([&] { return CgroupDirs(id + "-1").empty(); }, 10s))
+      << Join(CgroupDirs(id + "-1")) << cluster_->Logs();
+  EXPECT_TRUE(ProcessGone(std::to_string(state.started->job.pid)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Job(id, "attempt") == "2" && Job(id, "state") == "running"; }, 30s))
+      << Job(id, "state") << cluster_->Logs();
+  EXPECT_EQ(1,
+            db_.Count("select count(*) from pgfleet.job_events where kind = 'lost' and job_id = " +
+                      id + " and attempt = 1"));
+
+  // Once nothing runs, a clean stop leaves no per-host group either.
+  ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "cancelled"; }, 30s)) << cluster_->Logs();
+  EXPECT_TRUE(WaitFor([&] { return CgroupDirs(id + "-2").empty(); }, 10s));
+  EXPECT_EQ(0, host_proc_->Stop());
+  EXPECT_TRUE(CgroupDirs("").empty()) << Join(CgroupDirs(""));
 }
 
 TEST_P(HostdRestartTest, JobThatExitsWhileHostdIsDownIsReportedWithItsExitCode) {

@@ -127,6 +127,26 @@ void PrivatePostgres::Restart() { PgCtl("restart"); }
 void PrivatePostgres::Crash() { PgCtl("stop", "immediate"); }
 void PrivatePostgres::Promote() { PgCtl("promote"); }
 
+bool PrivatePostgres::MakeReplicationSynchronous() {
+  pqxx::connection c(admin_dsn_);
+  pqxx::nontransaction(c).exec0("alter system set synchronous_standby_names = '*'");
+  pqxx::nontransaction(c).exec("select pg_reload_conf()");
+  return WaitFor(
+      [&] {
+        return pqxx::nontransaction(c)
+                   .exec1("select count(*) from pg_stat_replication where sync_state = 'sync'")[0]
+                   .as<int>() == 1;
+      },
+      std::chrono::seconds(30));
+}
+
+std::string PrivatePostgres::FailoverDsn(const PrivatePostgres& standby,
+                                         const std::string& dbname) const {
+  return "host=127.0.0.1,127.0.0.1 port=" + std::to_string(port_) + "," +
+         std::to_string(standby.port()) + " user=postgres dbname=" + dbname +
+         " target_session_attrs=read-write";
+}
+
 Cluster::Cluster(const TestDatabase& db) : db_(db) {
   token_file_ = dir_.path() + "/token";
   std::ofstream(token_file_) << "test-token-" << getpid() << "-" << clusters++ << "\n";

@@ -144,6 +144,14 @@ class PrivatePostgres {
   void Restart();  // fast restart: every connection is cut
   void Crash();    // immediate shutdown, as if the machine died
   void Promote();  // a standby becomes a primary
+  // On a primary: makes replication synchronous (synchronous_standby_names =
+  // '*': a commit returns once the standby has it, so promoting it loses no
+  // assignment and no report) and waits until a standby is in sync. False
+  // when none is within 30 s.
+  bool MakeReplicationSynchronous();
+  // A DSN for `dbname` naming this primary and `standby` with
+  // target_session_attrs=read-write, as every daemon gets it for a failover.
+  std::string FailoverDsn(const PrivatePostgres& standby, const std::string& dbname) const;
 
  private:
   void Prepare();
