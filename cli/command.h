@@ -128,5 +128,6 @@ int CmdStatus(const std::vector<std::string>& args);
 int CmdDrain(const std::vector<std::string>& args);
 int CmdHost(const std::vector<std::string>& args);
 int CmdFormation(const std::vector<std::string>& args);
+int CmdWait(const std::vector<std::string>& args);
 
 }  // namespace pgfleet::cli

@@ -23,6 +23,7 @@ const char* kUsage =
     "  ps [--all] [--formation F]       list jobs\n"
     "  inspect JOB                      everything about a job, with its events\n"
     "  logs JOB [-f] [--tail N]         a job's output\n"
+    "  wait JOB... [--timeout D]        block until the jobs end; exit with the job's code\n"
     "  stop JOB                         cancel a job (stops it if running)\n"
     "  events [JOB] [-f]                job event history\n"
     "  formation create|scale|list      manage formations\n"
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
       {"migrate", CmdMigrate}, {"run", CmdRun},     {"ps", CmdPs},
       {"inspect", CmdInspect}, {"logs", CmdLogs},   {"stop", CmdStop},
       {"events", CmdEvents},   {"hosts", CmdHosts}, {"status", CmdStatus},
-      {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation}};
+      {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation},
+      {"wait", CmdWait}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

@@ -28,6 +28,15 @@ constexpr db::Statement kJobProgress{
     "  from pgfleet.visible_jobs j left join pgfleet.hosts h on h.id = j.host_id"
     " where j.id = $1"};
 
+constexpr db::Statement kWatchJobs{"cli_watch_jobs", "select pgfleet.watch_jobs($1::bigint[])"};
+constexpr db::Statement kUnwatchJobs{"cli_unwatch_jobs", "select pgfleet.unwatch_jobs()"};
+constexpr db::Statement kWaitedJobs{
+    "cli_waited_jobs",
+    "select j.id, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.exit_code,"
+    "       j.signal, j.error,"
+    "       greatest(extract(epoch from j.not_before - now()), 0)::double precision as retry_in"
+    "  from pgfleet.visible_jobs j where j.id = any($1::bigint[]) order by j.id"};
+
 constexpr db::Statement kAttemptHost{
     "cli_attempt_host",
     "select e.host_id, coalesce(h.api_url, '') as api_url"
@@ -125,9 +134,10 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit, &kJobProgress, &kAttemptHost, &kListJobs, &kJobDocument,
-                        &kJobEvents, &kCancel, &kListEvents, &kListHosts, &kDrain, &kSetHostState,
-                        &kClusterSummary, &kFormationStatuses, &kScale, &kCreateFormation});
+  db::PrepareAll(
+      conn, {&kSubmit, &kJobProgress, &kWatchJobs, &kUnwatchJobs, &kWaitedJobs, &kAttemptHost,
+             &kListJobs, &kJobDocument, &kJobEvents, &kCancel, &kListEvents, &kListHosts, &kDrain,
+             &kSetHostState, &kClusterSummary, &kFormationStatuses, &kScale, &kCreateFormation});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -159,6 +169,29 @@ std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t jo
   p.output_tail = Nullable<std::string>(r["output_tail"]);
   p.error = Nullable<std::string>(r["error"]);
   return p;
+}
+
+void WatchJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& jobs) {
+  db::Exec(tx, kWatchJobs, db::ArrayParam(jobs));
+}
+
+void UnwatchJobs(pqxx::transaction_base& tx) { db::Exec(tx, kUnwatchJobs); }
+
+std::vector<WaitedJob> GetWaitedJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& jobs) {
+  std::vector<WaitedJob> out;
+  for (const auto& r : db::Exec(tx, kWaitedJobs, db::ArrayParam(jobs))) {
+    WaitedJob j;
+    j.id = r["id"].as<int64_t>();
+    j.state = JobStateOf(r["state"]);
+    j.attempt = r["attempt"].as<int>();
+    j.host_id = r["host_id"].as<std::string>();
+    j.exit_code = Nullable<int>(r["exit_code"]);
+    j.signal = Nullable<int>(r["signal"]);
+    j.error = Nullable<std::string>(r["error"]);
+    j.retry_in_seconds = r["retry_in"].is_null() ? 0 : r["retry_in"].as<double>();
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter) {

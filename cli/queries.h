@@ -45,6 +45,23 @@ struct JobProgress {
 // nullopt when the job does not exist.
 std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t job);
 
+// Waiting for jobs (pgfleet wait): LISTEN on model::kJobChannel first, then
+// WatchJobs; each change of a watched job NOTIFYs its id. UnwatchJobs when done.
+void WatchJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& jobs);
+void UnwatchJobs(pqxx::transaction_base& tx);
+struct WaitedJob {
+  int64_t id = 0;
+  model::JobState state = model::JobState::kPending;
+  int attempt = 0;
+  std::string host_id;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<std::string> error;  // pending: why not placed, or the last failure
+  double retry_in_seconds = 0;       // pending after a failure: until the next attempt
+};
+// The jobs among `jobs` the caller may see, by id.
+std::vector<WaitedJob> GetWaitedJobs(pqxx::transaction_base& tx, const std::vector<int64_t>& jobs);
+
 // Where an attempt ran, from its 'assigned' event.
 struct AttemptHost {
   std::string host_id;

@@ -86,8 +86,11 @@ begin
   ), notified as (
     select pg_notify(pgfleet.work_channel(), f.id::text) from pgfleet.formations f
      where f.name in (select formation from stopping)
+  ), waiters as (
+    select pgfleet.notify_waiters(array(select id from cancelled))
   )
-  select (select count(*) from cancelled) + (select count(*) from stopping) + 0 * (select count(*) from notified)
+  select (select count(*) from cancelled) + (select count(*) from stopping)
+         + 0 * (select count(*) from notified) + 0 * (select count(*) from waiters)
     into v_count;
   return v_count;
 end $$;

@@ -82,6 +82,7 @@ declare
   v_kinds text[];
   v_accepted boolean[];
   v_freed boolean;
+  v_changed bigint[];
 begin
   perform pgfleet.require_host(p_host);
   if not exists (select 1 from pgfleet.hosts h where h.id = p_host and h.generation = p_generation) then
@@ -225,9 +226,10 @@ begin
   )
   select array_agg(rx.job order by rx.n), array_agg(rx.att order by rx.n), array_agg(rx.kind order by rx.n),
          array_agg(rx.live and (rx.end_n is null or rx.n <= rx.end_n) order by rx.n),
-         exists (select 1 from freed)
-    into v_jobs, v_attempts, v_kinds, v_accepted, v_freed
+         exists (select 1 from freed), (select array_agg(s.id) from s)
+    into v_jobs, v_attempts, v_kinds, v_accepted, v_freed, v_changed
     from rx;
+  perform pgfleet.notify_waiters(v_changed);  -- only jobs someone waits for
   if v_freed then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;

@@ -28,6 +28,9 @@ inline constexpr int kIdleLockKey = -3;
 // kAllFormations when capacity was freed and every formation with pending
 // jobs should be retried. SQL: pgfleet.work_channel(), pgfleet.all_formations().
 inline constexpr const char* kWorkChannel = "pgfleet_work";
+// NOTIFY channel on which a watched job's id is sent when it changes (pgfleet
+// wait). SQL: pgfleet.job_channel(), pgfleet.watch_jobs().
+inline constexpr const char* kJobChannel = "pgfleet_job";
 inline constexpr const char* kAllFormations = "*";
 
 // A host silent for this long (by the database clock) is lost, unless the

@@ -22,6 +22,7 @@ TEST(Constants, SqlFactsEqualTheCppConstants) {
   TestDatabase db;
   EXPECT_EQ(db.Count("select pgfleet.lock_class()"), model::kLockClass);
   EXPECT_EQ(db.Scalar("select pgfleet.work_channel()"), model::kWorkChannel);
+  EXPECT_EQ(db.Scalar("select pgfleet.job_channel()"), model::kJobChannel);
   EXPECT_EQ(db.Scalar("select pgfleet.all_formations()"), model::kAllFormations);
   EXPECT_EQ(db.Count("select pgfleet.host_loss_limit()"), model::kHostLossLimit);
   EXPECT_EQ(db.Count("select pgfleet.idle_lock_key()"), model::kIdleLockKey);

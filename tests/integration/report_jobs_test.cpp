@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/integration/sql_client.h"
@@ -38,6 +40,65 @@ TEST(ReportJobs, RunningThenExitZeroSucceedsAndFreesResources) {
   EXPECT_EQ(sql.Str("select finished_at is not null from pgfleet.jobs where id = $1", job), "t");
   EXPECT_EQ(sql.Allocated("h1"), "0/0");
   EXPECT_EQ(sql.Drift(), 0);
+}
+
+// Collects the payloads of the job channel's notifications on a connection
+// (LISTENs when made).
+struct JobNotifications : pqxx::notification_receiver {
+  explicit JobNotifications(pqxx::connection_base& c)
+      : pqxx::notification_receiver(c, "pgfleet_job") {}
+  void operator()(const std::string& payload, int) override { got.push_back(payload); }
+  // What arrived within `wait` (or already had); forgets it.
+  std::vector<std::string> Take(std::chrono::milliseconds wait) {
+    if (got.empty()) conn().await_notification(0, static_cast<long>(wait.count()) * 1000);
+    conn().get_notifs();
+    return std::move(got);
+  }
+  std::vector<std::string> got;
+};
+
+TEST(ReportJobs, OnlyAWatchedJobsChangesAreNotifiedToItsWaiter) {
+  TestDatabase db;
+  Sql sql(db);
+  long long gen = sql.RegisterHost("h1", 1000, 1000);
+  long long watched = sql.Submit(100, 10);
+  long long other = sql.Submit(100, 10);
+  ASSERT_EQ(sql.Assign({watched, other}, "h1").size(), 2u);
+
+  auto waiter = db.Connect();
+  JobNotifications notes(*waiter);
+  EXPECT_EQ("1", pqxx::nontransaction(*waiter)
+                     .exec1("select pgfleet.watch_jobs(array[" + std::to_string(watched) + "])")[0]
+                     .as<std::string>());
+  EXPECT_EQ(sql.Num("select count(*) from pgfleet.job_waiters"), 1);
+
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Running(other, 1)));
+  EXPECT_TRUE(notes.Take(std::chrono::milliseconds(300)).empty());
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Running(watched, 1)));
+  EXPECT_EQ(std::vector<std::string>{std::to_string(watched)},
+            notes.Take(std::chrono::milliseconds(2000)));
+  ASSERT_TRUE(sql.ReportOne("h1", gen, Exited(watched, 1, 0)));
+  EXPECT_EQ(std::vector<std::string>{std::to_string(watched)},
+            notes.Take(std::chrono::milliseconds(2000)));
+
+  pqxx::nontransaction(*waiter).exec("select pgfleet.unwatch_jobs()");
+  EXPECT_EQ(sql.Num("select count(*) from pgfleet.job_waiters"), 0);
+  // A waiter whose session ended without unwatching is dropped by the next watch.
+  {
+    auto gone = db.Connect();
+    pqxx::nontransaction(*gone).exec("select pgfleet.watch_jobs(array[" + std::to_string(other) +
+                                     "])");
+  }
+  // (A backend leaves pg_stat_activity a moment after its client disconnects.)
+  bool dropped = false;
+  for (int i = 0; i < 100 && !dropped; ++i) {
+    pqxx::nontransaction(*waiter).exec("select pgfleet.watch_jobs(array[" +
+                                       std::to_string(watched) + "])");
+    dropped = sql.Num("select count(*) from pgfleet.job_waiters where job_id = $1", other) == 0;
+    if (!dropped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(dropped);
+  EXPECT_EQ(sql.Num("select count(*) from pgfleet.job_waiters where job_id = $1", watched), 1);
 }
 
 TEST(ReportJobs, StaleReportIsRejectedAndChangesNothing) {
