@@ -75,6 +75,8 @@ class Command {
 
   // --json was given (listings only).
   bool json() const { return json_; }
+  // The --db value as given ("" when not given).
+  const std::string& DbFlag() const { return db_; }
 
   // Connects to --db, else $PGFLEET_DB, else libpq's PG* variables, with the
   // CLI's statements (queries.h) defined. Throws pqxx::broken_connection.

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/host_logs.h"
 #include "cli/queries.h"
+#include "cli/waiting.h"
 #include "core/model/job_spec.h"
 
 namespace pgfleet::cli {
@@ -18,6 +19,7 @@ struct RunRequest {
   model::JobSpec spec;
   std::string idempotency_key;
   bool wait = false;
+  bool stop_on_interrupt = false;
 };
 
 // Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.
@@ -29,19 +31,29 @@ void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs
   cmd.Options()("max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
       "idempotency-key", po::value(&req->idempotency_key),
       "submitting twice with one key creates one job")(
-      "wait", po::bool_switch(&req->wait), "stream the output and exit with the job's exit code");
+      "wait", po::bool_switch(&req->wait), "stream the output and exit with the job's exit code")(
+      "stop-on-interrupt", po::bool_switch(&req->stop_on_interrupt),
+      "with --wait: Ctrl-C stops the job (by default it keeps running)");
 }
 
 // Polls the job, streaming each attempt's output from its host, until the job
-// is final; returns the exit code `run --wait` ends with.
+// is final; returns the exit code `run --wait` ends with. On stderr it says
+// why the job waits while it is pending, and each failed attempt's retry.
 int WaitForJob(pqxx::connection& conn, int64_t id, const std::string& token) {
   int streamed_attempt = 0;
   LogStream streamed;
+  std::string said;
   while (true) {
     pqxx::work tx(conn);
     auto job = GetJobProgress(tx, id);
+    auto waited = GetWaitedJobs(tx, {id});
     tx.commit();
-    if (!job) throw std::runtime_error("job " + std::to_string(id) + " vanished");
+    if (!job || waited.empty()) throw std::runtime_error("job " + std::to_string(id) + " vanished");
+    if (waited[0].state == model::JobState::kPending) {
+      std::string line = DescribeWaitedJob(waited[0]);
+      if (line != said) std::cerr << line << "\n";
+      said = line;
+    }
     bool final = model::IsFinal(job->state);
     if ((job->state == model::JobState::kRunning || final) && job->attempt > streamed_attempt) {
       streamed_attempt = job->attempt;
@@ -98,6 +110,15 @@ int CmdRun(const std::vector<std::string>& all_args) {
     return kExitOk;
   }
   std::cerr << "job " << id << " submitted\n";
+  std::string sid = std::to_string(id);
+  if (req.stop_on_interrupt) {
+    std::vector<std::string> stop = {"pgfleet", "stop", sid};
+    if (!cmd.DbFlag().empty()) stop.insert(stop.end(), {"--db", cmd.DbFlag()});
+    OnInterrupt("pgfleet run: interrupted; stopping job " + sid, stop);
+  } else {
+    OnInterrupt("pgfleet run: interrupted; job " + sid + " keeps running (`pgfleet stop " + sid +
+                "` stops it; `pgfleet wait " + sid + "` waits again)");
+  }
   return WaitForJob(*conn, id, cmd.TokenOrEmpty());
 }
 

@@ -8,16 +8,13 @@
 // changes made elsewhere (a host declared lost, a pending reason) are seen
 // by a re-read once a second.
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <map>
 
 #include "cli/command.h"
 #include "cli/queries.h"
+#include "cli/waiting.h"
 #include "core/model/constants.h"
 #include "core/util/text.h"
 
@@ -37,44 +34,6 @@ class Wakeups : public pqxx::notification_receiver {
       : pqxx::notification_receiver(conn, model::kJobChannel) {}
   void operator()(const std::string&, int) override {}
 };
-
-// One line about where a job is now, for stderr.
-std::string Describe(const WaitedJob& j) {
-  std::string head = "job " + std::to_string(j.id) + ": ";
-  std::string why = j.error ? *j.error : "";
-  switch (j.state) {
-    case model::JobState::kPending:
-      if (j.attempt > 0 && j.retry_in_seconds > 0) {
-        char in[32];
-        std::snprintf(in, sizeof in, "%.1f s", j.retry_in_seconds);
-        return head + "attempt " + std::to_string(j.attempt) + " failed (" + why +
-               "); retrying in " + in;
-      }
-      return head + "pending" + (why.empty() ? "" : ": " + why);
-    case model::JobState::kAssigned:
-      return head + "attempt " + std::to_string(j.attempt) + " placed on " + j.host_id;
-    case model::JobState::kRunning:
-      return head + "attempt " + std::to_string(j.attempt) + " running on " + j.host_id;
-    default:
-      return head + std::string(model::ToString(j.state)) + (why.empty() ? "" : ": " + why);
-  }
-}
-
-// What `wait` exits with for one finished job.
-int ExitCodeOf(const WaitedJob& j) {
-  if (j.state == model::JobState::kSucceeded) return kExitOk;
-  if (j.exit_code && *j.exit_code > 0) return *j.exit_code;
-  if (j.signal) return 128 + *j.signal;
-  return kExitFailure;
-}
-
-void OnInterrupt(int) {
-  static const char kMsg[] =
-      "\npgfleet wait: interrupted; the jobs keep running (`pgfleet stop JOB` stops one)\n";
-  ssize_t ignored = write(2, kMsg, sizeof kMsg - 1);
-  (void)ignored;
-  _exit(130);
-}
 
 }  // namespace
 
@@ -107,7 +66,7 @@ int CmdWait(const std::vector<std::string>& args) {
     WatchJobs(tx, ids);
     tx.commit();
   }
-  signal(SIGINT, OnInterrupt);
+  OnInterrupt("pgfleet wait: interrupted; the jobs keep running (`pgfleet stop JOB` stops one)");
   std::map<int64_t, std::string> said;  // the last line printed per job
   std::vector<WaitedJob> jobs;
   while (true) {
@@ -127,7 +86,7 @@ int CmdWait(const std::vector<std::string>& args) {
     bool all_final = true;
     for (const auto& j : jobs) {
       all_final = all_final && model::IsFinal(j.state);
-      std::string line = Describe(j);
+      std::string line = DescribeWaitedJob(j);
       if (said[j.id] != line) std::cerr << line << "\n";
       said[j.id] = line;
     }
@@ -148,7 +107,7 @@ int CmdWait(const std::vector<std::string>& args) {
     UnwatchJobs(tx);
     tx.commit();
   }
-  if (jobs.size() == 1) return ExitCodeOf(jobs[0]);
+  if (jobs.size() == 1) return ExitCodeOfFinished(jobs[0]);
   for (const auto& j : jobs) {
     if (j.state != model::JobState::kSucceeded) return kExitFailure;
   }

@@ -5,6 +5,8 @@
 // with 124 and leaves the jobs running.
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <future>
 #include <thread>
@@ -91,6 +93,33 @@ TEST_F(CliWaitTest, APendingJobShowsWhyAndTimeoutLeavesItAlone) {
   auto w = waited.get();
   EXPECT_EQ(1, w.exit_code) << w.err;
   EXPECT_NE(std::string::npos, w.err.find("job " + id + ": cancelled")) << w.err;
+}
+
+TEST_F(CliWaitTest, RunWaitSaysWhyItWaitsAndCtrlCLeavesTheJobOrStopsIt) {
+  for (bool stop_it : {false, true}) {
+    SCOPED_TRACE(stop_it ? "--stop-on-interrupt" : "default");
+    std::vector<std::string> argv = {BinaryPath("pgfleet"), "run", "--wait", "--memory", "100000"};
+    if (stop_it) argv.push_back("--stop-on-interrupt");
+    argv.insert(argv.end(), {"--", "true"});
+    std::string log = cluster_->dir() + "/run-wait-" + std::to_string(stop_it) + ".log";
+    Process run(argv, log,
+                {"PGFLEET_DB=" + db_.dsn(), "PGFLEET_TOKEN_FILE=" + cluster_->token_file()});
+    // It says why the job is not running, rather than hanging silently.
+    ASSERT_TRUE(WaitFor([&] { return run.Log().find(": pending: ") != std::string::npos; }, 20s))
+        << run.Log();
+    std::string id = db_.Scalar("select max(id) from pgfleet.jobs");
+    run.Signal(SIGINT);
+    ASSERT_TRUE(WaitFor([&] { return !run.Running(); }, 10s)) << run.Log();
+    if (stop_it) {
+      EXPECT_NE(std::string::npos, run.Log().find("stopping job " + id)) << run.Log();
+      EXPECT_EQ("cancelled", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+    } else {
+      int status = run.Stop();
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
+      EXPECT_NE(std::string::npos, run.Log().find("job " + id + " keeps running")) << run.Log();
+      EXPECT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+    }
+  }
 }
 
 TEST_F(CliWaitTest, BadArgumentsAreRefused) {
