@@ -14,22 +14,26 @@ Command::Command(const std::string& usage, Output output) : opts_(usage), output
 void Command::Positional(const char* name, std::vector<std::string>* out) {
   if (positional_) throw std::logic_error("Command::Positional called twice");
   positional_ = name;
-  opts_.add_options()(name, po::value(out)->composing(), "");
+  hidden_.add_options()(name, po::value(out)->composing(), "");
 }
 
 bool Command::Parse(const std::vector<std::string>& args) {
   opts_.add_options()("db", po::value(&db_),
-                      "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)")(
-      "token-file", po::value(&token_file_),
-      "cluster token, to read logs from hosts (else $PGFLEET_TOKEN_FILE)")("help,h",
-                                                                           "show this help");
+                      "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)");
+  if (reads_host_logs_) {
+    opts_.add_options()("token-file", po::value(&token_file_),
+                        "cluster token, to read logs from hosts (else $PGFLEET_TOKEN_FILE)");
+  }
   if (output_ == kListing) {
     opts_.add_options()("json", po::bool_switch(&json_), "print JSON instead of a table");
   }
+  opts_.add_options()("help,h", "show this help");
   try {
     po::positional_options_description pos;
     if (positional_) pos.add(positional_, -1);
-    po::store(po::command_line_parser(args).options(opts_).positional(pos).run(), vm_);
+    po::options_description all;
+    all.add(opts_).add(hidden_);
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm_);
     po::notify(vm_);
   } catch (const po::error& e) {
     throw UsageError(e.what());

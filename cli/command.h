@@ -61,9 +61,12 @@ class Command {
   // before the common ones.
   po::options_description_easy_init Options() { return opts_.add_options(); }
 
-  // Collects the positional words into *out (listed in --help as --name).
-  // At most one per command.
+  // Collects the positional words into *out (the usage line names them;
+  // --help lists no option for them). At most one per command.
   void Positional(const char* name, std::vector<std::string>* out);
+
+  // The command reads job output from hosts' APIs: it takes --token-file.
+  void ReadsHostLogs() { reads_host_logs_ = true; }
 
   // Parses args (the words after the command name). Unknown flags and bad
   // values throw UsageError. Returns false when --help was given: the help has
@@ -89,7 +92,9 @@ class Command {
 
  private:
   po::options_description opts_;
+  po::options_description hidden_;  // the positional words' option
   Output output_;
+  bool reads_host_logs_ = false;
   const char* positional_ = nullptr;
   po::variables_map vm_;
   std::string db_;

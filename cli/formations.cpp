@@ -17,13 +17,31 @@ struct FormationFlags {
   NewFormation f;
 };
 
-void AddFormationOptions(Command& cmd, FormationFlags* flags) {
-  cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
-      "replicas", po::value(&flags->f.replicas), "service: copies to keep running");
-  // A formation's template is a whole job: every flag of `run` that says how
-  // a job runs says it for each replica.
-  AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
+// The subcommands, with their usage lines (also `pgfleet formation --help`).
+const char* kFormationUsage =
+    "usage: pgfleet formation SUBCOMMAND\n"
+    "  create NAME [--kind K] [--replicas N] [job options] -- CMD ARG...\n"
+    "                 a service keeps N replicas of CMD running; a batch formation groups jobs\n"
+    "  scale NAME N   a service's replicas\n"
+    "  list           every formation with its jobs by state\n"
+    "`pgfleet formation SUBCOMMAND --help` lists a subcommand's options.\n";
+
+// Each subcommand's own options: create takes the template's, the others none.
+void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* flags) {
+  if (sub == "create") {
+    cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
+        "replicas", po::value(&flags->f.replicas), "service: copies to keep running");
+    // A formation's template is a whole job: every flag of `run` that says how
+    // a job runs says it for each replica.
+    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
+  }
   cmd.Positional("args", &flags->pos);
+}
+
+const char* UsageOf(const std::string& sub) {
+  if (sub == "create") return "pgfleet formation create NAME [options] -- CMD ARG...";
+  if (sub == "scale") return "pgfleet formation scale NAME N";
+  return "pgfleet formation list";
 }
 
 int List(pqxx::connection& conn, bool as_json) {
@@ -81,18 +99,22 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
 }  // namespace
 
 int CmdFormation(const std::vector<std::string>& all_args) {
+  if (!all_args.empty() &&
+      (all_args[0] == "--help" || all_args[0] == "-h" || all_args[0] == "help")) {
+    std::cout << kFormationUsage;
+    return kExitOk;
+  }
   if (all_args.empty() ||
       (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "list")) {
-    throw UsageError(
-        "expected: formation create NAME [--kind K] [--replicas N] [...] -- CMD... | "
-        "formation scale NAME N | formation list");
+    std::string got = all_args.empty() ? "no subcommand" : "\"" + all_args[0] + "\"";
+    throw UsageError("expected create, scale or list (got " + got + ")");
   }
   const std::string sub = all_args[0];
   auto [args, command] =
       SplitAtDoubleDash(std::vector<std::string>(all_args.begin() + 1, all_args.end()));
   FormationFlags flags;
-  Command cmd("pgfleet formation " + sub, sub == "list" ? kListing : kText);
-  AddFormationOptions(cmd, &flags);
+  Command cmd(UsageOf(sub), sub == "list" ? kListing : kText);
+  AddFormationOptions(cmd, sub, &flags);
   if (!cmd.Parse(args)) return kExitOk;
   if (sub == "list") {
     auto conn = cmd.Connect();

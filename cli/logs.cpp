@@ -18,6 +18,7 @@ int CmdLogs(const std::vector<std::string>& args) {
       "tail", po::value(&tail), "only the last N lines")("attempt", po::value(&attempt),
                                                          "attempt (default: the latest)");
   cmd.Positional("job", &pos);
+  cmd.ReadsHostLogs();
   if (!cmd.Parse(args)) return kExitOk;
   if (pos.size() != 1) throw UsageError("expected exactly one JOB");
   if (cmd.Given("tail") && tail < 0)

@@ -32,7 +32,8 @@ const char* kUsage =
     "  host offline|online HOST         take a host out or bring it back\n"
     "  status                           cluster summary\n"
     "every command takes --db DSN (else $PGFLEET_DB, else PG* variables); listings take --json.\n"
-    "exit codes: 0 success, 1 failure, 2 usage error\n";
+    "exit codes: 0 success, 1 failure, 2 usage error; run --wait and wait exit with the job's\n"
+    "code, wait --timeout with 124\n";
 
 // What a database error says to a user: its message, detail and hint, not
 // the PL/pgSQL CONTEXT lines (where in our functions it was raised); and for

@@ -92,6 +92,7 @@ int CmdRun(const std::vector<std::string>& all_args) {
   Command cmd("pgfleet run [options] -- CMD ARG...", kText);
   AddRunOptions(cmd, &req, &envs, &constraints);
   cmd.Positional("command", &positional);
+  cmd.ReadsHostLogs();
   if (!cmd.Parse(args)) return kExitOk;
   if (command.empty()) {
     command = positional;
