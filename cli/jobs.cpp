@@ -1,10 +1,12 @@
 // pgfleet ps | inspect | stop: listing, examining and cancelling jobs.
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/queries.h"
+#include "core/util/text.h"
 
 namespace pgfleet::cli {
 namespace {
@@ -25,11 +27,21 @@ void PrintJobTable(const std::vector<JobRow>& jobs) {
              table);
 }
 
-// inspect's text form: the row's fields by name, its events, its output tail.
+// inspect's text form: what a reader asks first (state, exit, error), then
+// the row's other fields by name, its events, its output tail.
 void PrintJobDocument(const json& job) {
+  static const std::vector<std::string> kFirst = {"id",    "state",   "exit_code", "signal",
+                                                  "error", "attempt", "host_id"};
+  auto print = [](const std::string& k, const json& v) {
+    std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+  };
+  for (const auto& k : kFirst) {
+    if (job.contains(k)) print(k, job[k]);
+  }
   for (auto& [k, v] : job.items()) {
     if (k == "events" || k == "output_tail") continue;
-    std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    if (std::find(kFirst.begin(), kFirst.end(), k) != kFirst.end()) continue;
+    print(k, v);
   }
   std::cout << "events:\n";
   for (auto& e : job["events"]) {
@@ -47,13 +59,32 @@ void PrintJobDocument(const json& job) {
 
 int CmdPs(const std::vector<std::string>& args) {
   JobFilter filter;
-  Command cmd("pgfleet ps [--all] [--formation F] [--limit N]", kListing);
+  std::string since;
+  Command cmd(
+      "pgfleet ps [--all] [--state S] [--since DURATION] [--formation F] [--host H] [--limit N]",
+      kListing);
   cmd.Options()("all,a", po::bool_switch(&filter.all), "include finished jobs")(
+      "state", po::value(&filter.state),
+      "only jobs in this state (pending, assigned, running, succeeded, failed, cancelled)")(
+      "since", po::value(&since), "only jobs created within this long (e.g. 30s, 10m, 2h, 7d)")(
       "formation", po::value(&filter.formation), "only this formation")(
+      "host", po::value(&filter.host), "only jobs placed on this host")(
       "limit", po::value(&filter.limit), "at most N jobs, newest first (default 100)");
   if (!cmd.Parse(args)) return kExitOk;
   if (filter.limit <= 0) {
     throw UsageError("--limit must be > 0 (got " + std::to_string(filter.limit) + ")");
+  }
+  if (cmd.Given("state") && !model::ParseJobState(filter.state)) {
+    throw UsageError(
+        "--state must be pending, assigned, running, succeeded, failed or cancelled (got \"" +
+        filter.state + "\")");
+  }
+  if (cmd.Given("since")) {
+    try {
+      filter.since_seconds = util::ParseSeconds("--since", since);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
   }
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);

@@ -51,8 +51,12 @@ constexpr db::Statement kListJobs{
     "       array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,"
     "       to_jsonb(j)::text as doc"
     "  from pgfleet.visible_jobs j"
-    " where ($1::boolean or j.state in ('pending', 'assigned', 'running'))"
+    " where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))"
     "   and ($2::text = '' or j.formation = $2::text)"
+    "   and ($4::text = '' or j.state = $4::text)"
+    "   and ($5::double precision = 0"
+    "        or j.created_at > now() - make_interval(secs => $5::double precision))"
+    "   and ($6::text = '' or j.host_id = $6::text)"
     " order by j.id desc limit $3"};
 
 constexpr db::Statement kJobDocument{
@@ -196,7 +200,8 @@ std::vector<WaitedJob> GetWaitedJobs(pqxx::transaction_base& tx, const std::vect
 
 std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter) {
   std::vector<JobRow> out;
-  for (const auto& r : db::Exec(tx, kListJobs, filter.all, filter.formation, filter.limit)) {
+  for (const auto& r : db::Exec(tx, kListJobs, filter.all, filter.formation, filter.limit,
+                                filter.state, filter.since_seconds, filter.host)) {
     JobRow j;
     j.id = r["id"].as<int64_t>();
     j.formation = r["formation"].as<std::string>();

@@ -71,9 +71,12 @@ struct AttemptHost {
 std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t job, int attempt);
 
 struct JobFilter {
-  bool all = false;       // include final jobs
-  std::string formation;  // "" = every formation
-  int limit = 100;        // newest first
+  bool all = false;          // include final jobs
+  std::string formation;     // "" = every formation
+  int limit = 100;           // newest first
+  std::string state;         // "" = any (a final state implies `all`)
+  double since_seconds = 0;  // created within this long; 0 = any time
+  std::string host;          // "" = any host
 };
 struct JobRow {
   int64_t id = 0;

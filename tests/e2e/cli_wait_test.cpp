@@ -20,21 +20,13 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-class CliWaitTest : public ::testing::Test {
+class CliWaitTest : public OneHostClusterTest {
  protected:
-  void SetUp() override {
-    cluster_ = std::make_unique<Cluster>(db_);
-    cluster_->StartScheduler("s1");
-    cluster_->StartHost("h1", 4000, 4000);
-    ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
-  }
   std::string Submit(std::vector<std::string> args) {
     auto r = cluster_->Cli(std::move(args));
     EXPECT_EQ(0, r.exit_code) << r.err;
     return util::Trim(r.out);
   }
-  TestDatabase db_;
-  std::unique_ptr<Cluster> cluster_;
 };
 
 TEST_F(CliWaitTest, ExitsWithTheJobsExitCodeOnceItEnds) {

@@ -39,17 +39,8 @@ uint64_t BytesIn(const std::string& dir) {
   return total;
 }
 
-class OutputLogE2eTest : public ::testing::Test {
+class OutputLogE2eTest : public OneHostClusterTest {
  protected:
-  void SetUp() override {
-    cluster_ = std::make_unique<Cluster>(db_);
-    cluster_->StartScheduler("s1");
-    cluster_->StartHost("h1", 4000, 4000);
-    ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
-  }
-  void TearDown() override {
-    if (HasFailure()) std::cerr << cluster_->Logs();
-  }
   // Inserts a job running `script` under sh; returns its id.
   std::string Submit(const std::string& script, const std::string& limits_columns = "",
                      const std::string& limits_values = "") {
@@ -62,9 +53,6 @@ class OutputLogE2eTest : public ::testing::Test {
         [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == state; },
         timeout);
   }
-
-  TestDatabase db_;
-  std::unique_ptr<Cluster> cluster_;
 };
 
 TEST_F(OutputLogE2eTest, TwoHundredMegabytesKeepTheCapOnDiskAndLogsEndWithTheLastLine) {

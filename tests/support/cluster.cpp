@@ -251,4 +251,15 @@ std::string Cluster::Logs() const {
   return out;
 }
 
+void OneHostClusterTest::SetUp() {
+  cluster_ = std::make_unique<Cluster>(db_);
+  cluster_->StartScheduler("s1");
+  cluster_->StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+}
+
+void OneHostClusterTest::TearDown() {
+  if (HasFailure()) std::cerr << cluster_->Logs();
+}
+
 }  // namespace pgfleet::testing

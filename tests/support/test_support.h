@@ -3,6 +3,7 @@
 // PostgreSQL that scripts/test starts ($PGFLEET_TEST_DSN), real daemon
 // processes, and command runs. No mocks of PostgreSQL anywhere.
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -195,6 +196,17 @@ class Cluster {
   TempDir dir_;
   std::string token_file_;
   std::vector<std::unique_ptr<Process>> procs_;
+};
+
+// A test with its own database and a cluster of one scheduler (s1) and one
+// host (h1: 4000 millicores, 4000 MiB, process driver), both up before the
+// test body runs; the daemons' logs are printed when the test failed.
+class OneHostClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  TestDatabase db_;
+  std::unique_ptr<Cluster> cluster_;
 };
 
 }  // namespace pgfleet::testing
