@@ -1,5 +1,5 @@
-// pgfleet formation create | scale | list: managing formations (a service
-// keeps N replicas running; a batch formation groups jobs).
+// pgfleet formation create | scale | delete | list: managing formations (a
+// service keeps N replicas running; a batch formation groups jobs).
 
 #include <cctype>
 #include <iostream>
@@ -23,6 +23,7 @@ const char* kFormationUsage =
     "  create NAME [--kind K] [--replicas N] [job options] -- CMD ARG...\n"
     "                 a service keeps N replicas of CMD running; a batch formation groups jobs\n"
     "  scale NAME N   a service's replicas\n"
+    "  delete NAME    stop its jobs and delete it (their history stays)\n"
     "  list           every formation with its jobs by state\n"
     "`pgfleet formation SUBCOMMAND --help` lists a subcommand's options.\n";
 
@@ -41,6 +42,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
 const char* UsageOf(const std::string& sub) {
   if (sub == "create") return "pgfleet formation create NAME [options] -- CMD ARG...";
   if (sub == "scale") return "pgfleet formation scale NAME N";
+  if (sub == "delete") return "pgfleet formation delete NAME";
   return "pgfleet formation list";
 }
 
@@ -104,10 +106,10 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     std::cout << kFormationUsage;
     return kExitOk;
   }
-  if (all_args.empty() ||
-      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "list")) {
+  if (all_args.empty() || (all_args[0] != "create" && all_args[0] != "scale" &&
+                           all_args[0] != "delete" && all_args[0] != "list")) {
     std::string got = all_args.empty() ? "no subcommand" : "\"" + all_args[0] + "\"";
-    throw UsageError("expected create, scale or list (got " + got + ")");
+    throw UsageError("expected create, scale, delete or list (got " + got + ")");
   }
   const std::string sub = all_args[0];
   auto [args, command] =
@@ -127,6 +129,15 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     ScaleFormation(tx, flags.pos[0], n);
     tx.commit();
     std::cout << flags.pos[0] << " scaled to " << n << "\n";
+    return kExitOk;
+  }
+  if (sub == "delete") {
+    if (flags.pos.size() != 1) throw UsageError("expected: formation delete NAME");
+    auto conn = cmd.Connect();
+    pqxx::work tx(*conn);
+    std::string result = DeleteFormation(tx, flags.pos[0]);
+    tx.commit();
+    std::cout << flags.pos[0] << " " << result << "\n";
     return kExitOk;
   }
   CheckCreate(&flags, command);

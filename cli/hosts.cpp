@@ -81,11 +81,21 @@ int CmdDrain(const std::vector<std::string>& args) {
 
 int CmdHost(const std::vector<std::string>& args) {
   std::vector<std::string> pos;
-  Command cmd("pgfleet host offline|online HOST", kText);
+  Command cmd("pgfleet host offline|online|remove HOST", kText);
   cmd.Positional("args", &pos);
   if (!cmd.Parse(args)) return kExitOk;
+  if (pos.size() == 2 && pos[0] == "remove") {
+    auto conn = cmd.Connect();
+    pqxx::work tx(*conn);
+    RemoveHost(tx, pos[1]);
+    tx.commit();
+    std::cout << pos[1] << " removed\n";
+    return kExitOk;
+  }
   std::optional<std::string> state = pos.size() == 2 ? HostStateFor(pos[0]) : std::nullopt;
-  if (!state) throw UsageError("expected: host offline HOST | host online HOST");
+  if (!state) {
+    throw UsageError("expected: host offline HOST | host online HOST | host remove HOST");
+  }
   const std::string& host = pos[1];
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);

@@ -116,7 +116,20 @@ constexpr db::Statement kCreateFormation{
     "                                cpu_hard_limit, stop_grace_seconds)"
     " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,"
     "         coalesce($12, pgfleet.default_network()), $13, $14, $15)"
+    // A deleted formation of that name (kept for its jobs' history) comes back.
+    " on conflict (name) do update set"
+    "   kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,"
+    "   env = excluded.env, cpu = excluded.cpu, memory = excluded.memory,"
+    "   constraints = excluded.constraints, priority = excluded.priority,"
+    "   rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,"
+    "   pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,"
+    "   stop_grace_seconds = excluded.stop_grace_seconds, deleted_at = null, updated_at = now()"
+    "   where pgfleet.formations.deleted_at is not null"
     " returning id"};
+
+constexpr db::Statement kDeleteFormation{"cli_delete_formation",
+                                         "select pgfleet.delete_formation($1) as result"};
+constexpr db::Statement kRemoveHost{"cli_remove_host", "select pgfleet.remove_host($1)"};
 
 // --- helpers ---
 
@@ -138,10 +151,11 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(
-      conn, {&kSubmit, &kJobProgress, &kWatchJobs, &kUnwatchJobs, &kWaitedJobs, &kAttemptHost,
-             &kListJobs, &kJobDocument, &kJobEvents, &kCancel, &kListEvents, &kListHosts, &kDrain,
-             &kSetHostState, &kClusterSummary, &kFormationStatuses, &kScale, &kCreateFormation});
+  db::PrepareAll(conn, {&kSubmit,     &kJobProgress,     &kWatchJobs,       &kUnwatchJobs,
+                        &kWaitedJobs, &kAttemptHost,     &kListJobs,        &kJobDocument,
+                        &kJobEvents,  &kCancel,          &kListEvents,      &kListHosts,
+                        &kDrain,      &kSetHostState,    &kClusterSummary,  &kFormationStatuses,
+                        &kScale,      &kCreateFormation, &kDeleteFormation, &kRemoveHost});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -297,11 +311,24 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
-  return db::Exec1(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
-                   json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
-                   NullIfEmpty(s.rootfs), NullIfEmpty(s.user), NullIfEmpty(s.network), s.pids_max,
-                   s.cpu_hard_limit, s.stop_grace_seconds)["id"]
-      .as<int>();
+  auto rows = db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
+                       json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
+                       NullIfEmpty(s.rootfs), NullIfEmpty(s.user), NullIfEmpty(s.network),
+                       s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds);
+  if (rows.empty()) {
+    // The name is taken by a formation in use (a deleted one would have come back).
+    throw std::runtime_error("formation \"" + f.name +
+                             "\" already exists (pgfleet formation scale changes its replicas)");
+  }
+  return rows[0]["id"].as<int>();
+}
+
+std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name) {
+  return db::Exec1(tx, kDeleteFormation, name)["result"].as<std::string>();
+}
+
+void RemoveHost(pqxx::transaction_base& tx, const std::string& host) {
+  db::Exec(tx, kRemoveHost, host);
 }
 
 }  // namespace pgfleet::cli

@@ -163,5 +163,9 @@ struct NewFormation {
 };
 // Inserts into pgfleet.formations; returns the new formation's id.
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f);
+// pgfleet.delete_formation: what became of it, in words.
+std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name);
+// pgfleet.remove_host.
+void RemoveHost(pqxx::transaction_base& tx, const std::string& host);
 
 }  // namespace pgfleet::cli

@@ -48,7 +48,7 @@ void Maintenance::PruneFinished(pqxx::connection& conn) {
     pqxx::work tx(conn);
     if (!store::TryLockPrune(tx)) return;  // another scheduler is pruning
     int n = store::PruneFinished(tx, static_cast<double>(config_.retain.count()), kPruneBatch);
-    store::ForgetStaleSchedulers(tx);
+    store::ForgetRetired(tx);
     tx.commit();
     total += n;
     if (n < kPruneBatch) break;

@@ -122,6 +122,9 @@ constexpr db::Statement kForgetStaleSchedulers{
     "schedulerd_forget_stale_schedulers",
     "delete from pgfleet.schedulers where last_seen < now() - interval '1 day'"};
 
+constexpr db::Statement kPruneDeletedFormations{"schedulerd_prune_deleted_formations",
+                                                "select pgfleet.prune_deleted_formations()"};
+
 std::map<std::string, std::string> JsonToMap(const std::string& text) {
   std::map<std::string, std::string> m;
   auto j = json::parse(text, nullptr, false);
@@ -136,13 +139,28 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 }  // namespace
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(
-      conn, {&kFormationsToWork,     &kTryLockFormation,   &kLoadFormation,     &kClaimPending,
-             &kLoadHostSnapshot,     &kAssignJobs,         &kSetPendingReasons, &kLiveReplicas,
-             &kCreateReplicas,       &kStopJobs,           &kDispatchSucceeded, &kDispatchFailed,
-             &kDispatchUnanswered,   &kStopsToForward,     &kHeartbeat,         &kHostTtlSeconds,
-             &kSweepLostHosts,       &kEvictOverdueDrains, &kTryLockPrune,      &kPruneFinished,
-             &kForgetStaleSchedulers});
+  db::PrepareAll(conn, {&kFormationsToWork,
+                        &kTryLockFormation,
+                        &kLoadFormation,
+                        &kClaimPending,
+                        &kLoadHostSnapshot,
+                        &kAssignJobs,
+                        &kSetPendingReasons,
+                        &kLiveReplicas,
+                        &kCreateReplicas,
+                        &kStopJobs,
+                        &kDispatchSucceeded,
+                        &kDispatchFailed,
+                        &kDispatchUnanswered,
+                        &kStopsToForward,
+                        &kHeartbeat,
+                        &kHostTtlSeconds,
+                        &kSweepLostHosts,
+                        &kEvictOverdueDrains,
+                        &kTryLockPrune,
+                        &kPruneFinished,
+                        &kForgetStaleSchedulers,
+                        &kPruneDeletedFormations});
 }
 
 std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
@@ -307,6 +325,9 @@ int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit) 
   return db::Exec1(tx, kPruneFinished, retain_seconds, limit)["pruned"].as<int>();
 }
 
-void ForgetStaleSchedulers(pqxx::transaction_base& tx) { db::Exec0(tx, kForgetStaleSchedulers); }
+void ForgetRetired(pqxx::transaction_base& tx) {
+  db::Exec0(tx, kForgetStaleSchedulers);
+  db::Exec(tx, kPruneDeletedFormations);
+}
 
 }  // namespace pgfleet::schedulerd::store

@@ -142,6 +142,8 @@ bool TryLockPrune(pqxx::transaction_base& tx);
 // Deletes up to `limit` finished jobs older than retain_seconds; returns how many.
 int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit);
 // Forgets schedulers not seen for a day.
-void ForgetStaleSchedulers(pqxx::transaction_base& tx);
+// Forgets schedulers silent for a day and the rows of deleted formations
+// whose last job was pruned.
+void ForgetRetired(pqxx::transaction_base& tx);
 
 }  // namespace pgfleet::schedulerd::store

@@ -42,8 +42,9 @@ select f.id,
        count(j.id) filter (where j.state = 'cancelled') as cancelled
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
+ where f.deleted_at is null
  group by f.id, f.name, f.kind, f.replicas;
-comment on view pgfleet.formation_status is 'Per formation: desired replicas and jobs by state.';
+comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas and jobs by state.';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

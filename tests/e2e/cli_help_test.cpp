@@ -39,6 +39,7 @@ const std::vector<HelpCase>& Cases() {
       {"formation", {"formation", "--help"}},
       {"formation-create", {"formation", "create", "--help"}},
       {"formation-scale", {"formation", "scale", "--help"}},
+      {"formation-delete", {"formation", "delete", "--help"}},
       {"formation-list", {"formation", "list", "--help"}},
   };
   return cases;
