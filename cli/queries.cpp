@@ -133,10 +133,6 @@ constexpr db::Statement kRemoveHost{"cli_remove_host", "select pgfleet.remove_ho
 
 // --- helpers ---
 
-std::optional<std::string> NullIfEmpty(const std::string& v) {
-  return v.empty() ? std::nullopt : std::optional<std::string>(v);
-}
-
 template <typename T>
 std::optional<T> Nullable(const pqxx::field& f) {
   return f.is_null() ? std::nullopt : std::optional<T>(f.as<T>());
@@ -162,8 +158,9 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                const std::string& idempotency_key) {
   return db::Exec1(tx, kSubmit, db::ArrayParam(s.command), s.formation, s.cpu, s.memory,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
-                   NullIfEmpty(idempotency_key), NullIfEmpty(s.rootfs), NullIfEmpty(s.user),
-                   NullIfEmpty(s.network), s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds)["id"]
+                   db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
+                   db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
+                   s.cpu_hard_limit, s.stop_grace_seconds)["id"]
       .as<int64_t>();
 }
 
@@ -311,10 +308,11 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
-  auto rows = db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
-                       json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
-                       NullIfEmpty(s.rootfs), NullIfEmpty(s.user), NullIfEmpty(s.network),
-                       s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds);
+  auto rows =
+      db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
+               json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
+               db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
+               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

@@ -18,7 +18,7 @@ void Maintenance::Heartbeat(pqxx::connection& conn) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   pqxx::work tx(conn);
-  store::Heartbeat(tx, config_.scheduler_id, host, static_cast<int>(getpid()));
+  store::Heartbeat(tx, config_.scheduler_id, host, static_cast<int>(getpid()), config_.metrics_url);
   tx.commit();
 }
 

@@ -21,6 +21,7 @@ struct MaintenanceConfig {
   // Hosts silent longer than this are lost (<= 0: pgfleet.host_ttl()).
   double host_ttl_seconds = 0;
   std::chrono::seconds retain{7 * 24 * 3600};  // finished jobs older than this are pruned
+  std::string metrics_url;  // where its /metrics is served, for pgfleet.schedulers
 };
 
 class Maintenance {

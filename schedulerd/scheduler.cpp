@@ -51,7 +51,8 @@ Scheduler::Scheduler(Config config, metrics::Registry& metrics)
       formation_pass_(config_.batch_size, metrics),
       dispatcher_(config_.token, config_.dispatch_timeout_seconds, metrics,
                   "scheduler=" + config_.id + " work connection"),
-      maintenance_({config_.id, config_.host_ttl_seconds, config_.retain}, metrics),
+      maintenance_({config_.id, config_.host_ttl_seconds, config_.retain, config_.metrics_url},
+                   metrics),
       listen_conn_(config_.dsn, "listen connection"),
       work_conn_(config_.dsn, "work connection") {
   work_conn_.SetOnConnect(store::Prepare);

@@ -46,6 +46,7 @@ struct Config {
   double host_ttl_seconds = 0;
   std::chrono::seconds retain{7 * 24 * 3600};  // finished jobs older than this are pruned
   std::chrono::seconds prune_interval{60};
+  std::string metrics_url;  // "http://<listen address>", recorded in pgfleet.schedulers
 };
 
 class Scheduler {

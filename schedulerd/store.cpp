@@ -97,9 +97,9 @@ constexpr db::Statement kStopsToForward{
 
 constexpr db::Statement kHeartbeat{
     "schedulerd_heartbeat",
-    "insert into pgfleet.schedulers (id, hostname, pid) values ($1, $2, $3)"
+    "insert into pgfleet.schedulers (id, hostname, pid, metrics_url) values ($1, $2, $3, $4)"
     " on conflict (id) do update set last_seen = now(), hostname = excluded.hostname,"
-    " pid = excluded.pid"};
+    " pid = excluded.pid, metrics_url = excluded.metrics_url"};
 
 constexpr db::Statement kHostTtlSeconds{
     "schedulerd_host_ttl_seconds",
@@ -295,8 +295,8 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
 }
 
 void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
-               const std::string& hostname, int pid) {
-  db::Exec0(tx, kHeartbeat, scheduler_id, hostname, pid);
+               const std::string& hostname, int pid, const std::string& metrics_url) {
+  db::Exec0(tx, kHeartbeat, scheduler_id, hostname, pid, db::NullIfEmpty(metrics_url));
 }
 
 double HostTtlSeconds(pqxx::transaction_base& tx) {

@@ -123,8 +123,9 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);
 
 // --- maintenance ----------------------------------------------------------
 
+// metrics_url: its /health and /metrics ("" = unknown, stored as null).
 void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
-               const std::string& hostname, int pid);
+               const std::string& hostname, int pid, const std::string& metrics_url);
 // pgfleet.host_ttl() in seconds.
 double HostTtlSeconds(pqxx::transaction_base& tx);
 

@@ -50,7 +50,14 @@ pg_fixture_start() {
     export PG_FIXTURE_PORT PG_FIXTURE_DSN
     return 0
   fi
-  port=$(pg_fixture_free_port) || return 1
+  if [ -n "${PG_FIXTURE_PORT_WANTED:-}" ]; then  # a fixed port (scripts/demo --port-base)
+    port=$PG_FIXTURE_PORT_WANTED
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "pg-fixture: port $port is taken" >&2; return 1
+    fi
+  else
+    port=$(pg_fixture_free_port) || return 1
+  fi
   pg_fixture_as_owner sh -c "echo $port > '$dir/port'"
   pg_fixture_as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${PG_FIXTURE_OPTIONS:-}" \

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ pqxx::row Exec1(pqxx::transaction_base& tx, const Statement& s, Args&&... args) 
 template <typename... Args>
 void Exec0(pqxx::transaction_base& tx, const Statement& s, Args&&... args) {
   tx.exec_prepared0(s.name, std::forward<Args>(args)...);
+}
+
+// A text parameter that is null when empty.
+inline std::optional<std::string> NullIfEmpty(const std::string& v) {
+  if (v.empty()) return std::nullopt;
+  return v;
 }
 
 // A PostgreSQL array literal for a parameter ("{1,2,3}", "{\"a\",\"b\\\"c\"}"),
