@@ -9,7 +9,8 @@ create or replace function pgfleet.jobs_after_insert() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_bad record;
-  v_deleted record;
+  v_deleted_job bigint;
+  v_deleted_formation text;
   v_caller text := pgfleet.caller();
   v_caller_privileged boolean := pgfleet.caller_privileged();
 begin
@@ -93,14 +94,17 @@ begin
       using errcode = 'check_violation', column = v_bad.problem[1],
             detail = format('job %s', v_bad.id);
   end if;
-  select n.id, n.formation into v_deleted from new_jobs n
-    join pgfleet.formations f on f.name = n.formation
-   where f.deleted_at is not null
-   limit 1;
-  if found then
+  -- (Checked only when some formation is deleted: no scan of new_jobs otherwise.)
+  if exists (select 1 from pgfleet.formations where deleted_at is not null) then
+    select n.id, n.formation into v_deleted_job, v_deleted_formation from new_jobs n
+      join pgfleet.formations f on f.name = n.formation
+     where f.deleted_at is not null
+     limit 1;
+  end if;
+  if v_deleted_job is not null then
     raise exception 'formation "%" was deleted: create it again (pgfleet formation create) to submit to it',
-      v_deleted.formation
-      using errcode = 'check_violation', column = 'formation', detail = format('job %s', v_deleted.id);
+      v_deleted_formation
+      using errcode = 'check_violation', column = 'formation', detail = format('job %s', v_deleted_job);
   end if;
   insert into pgfleet.formations (name)
   select distinct n.formation from new_jobs n
