@@ -29,16 +29,29 @@ constexpr auto kGiveUpAfter = std::chrono::seconds(60);
 
 }  // namespace
 
-LogStream StreamHostLogs(const std::string& api_url, const std::string& token, int64_t job,
+LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, int64_t job,
                          int attempt, bool follow, int tail) {
   LogStream out;
-  if (token.empty() || api_url.empty()) return out;
+  if ((access.token.empty() && !access.ticket) || api_url.empty()) return out;
   auto last_answer = std::chrono::steady_clock::now();
   uint64_t next = 0;  // position in the whole output after the last byte copied
   while (true) {
     int status = 0;
     std::string refused_body;
     try {
+      // A ticket first (it is taken once: every (re)connection asks for a new
+      // one); the cluster token only when the database gives none.
+      httplib::Headers headers;
+      std::string why, token;
+      std::string ticket = access.ticket ? access.ticket(&why) : std::string();
+      if (!ticket.empty()) {
+        headers.emplace("X-Pgfleet-Ticket", ticket);
+      } else if (!access.token.empty()) {
+        token = access.token;
+      } else {
+        out.refused = why.empty() ? "no log ticket and no cluster token" : why;
+        return out;
+      }
       auto ep = net::MakeEndpoint(api_url, token, 5);
       auto& client = ep.client;
       client->set_read_timeout(ReadTimeoutSeconds(), 0);
@@ -51,7 +64,7 @@ LogStream StreamHostLogs(const std::string& api_url, const std::string& token, i
         path += "&tail=" + std::to_string(tail);
       }
       auto res = client->Get(
-          path.c_str(),
+          path.c_str(), headers,
           [&](const httplib::Response& r) {
             status = r.status;
             last_answer = std::chrono::steady_clock::now();

@@ -62,7 +62,9 @@ int CmdLogs(const std::vector<std::string>& args) {
     job->output_tail.reset();  // the kept tail is the latest attempt's
   }
   tx.commit();
-  LogStream stream = StreamHostLogs(job->api_url, cmd.TokenOrEmpty(), id, a, follow, tail);
+  LogAccess access{cmd.TokenOrEmpty(),
+                   [&conn, id, a](std::string* why) { return LogTicket(*conn, id, a, why); }};
+  LogStream stream = StreamHostLogs(job->api_url, access, id, a, follow, tail);
   if (stream.ended) return kExitOk;
   if (stream.bytes > 0) {
     // Never print what was printed again: say where the output stopped.
@@ -75,15 +77,14 @@ int CmdLogs(const std::vector<std::string>& args) {
   }
   if (job->output_tail) {
     std::cerr << "pgfleet logs: "
-              << (stream.refused.empty()
-                      ? "host " + job->host_id + " not reachable (or no --token-file); "
-                      : std::string())
+              << (stream.refused.empty() ? "host " + job->host_id + " not reachable; "
+                                         : std::string())
               << "showing the last 4 KiB kept in the database\n";
     std::cout << *job->output_tail;
     return kExitOk;
   }
   std::cerr << "pgfleet logs: no logs available for job " << id << " (host " << job->host_id
-            << " not reachable, or no --token-file / $PGFLEET_TOKEN_FILE)\n";
+            << " not reachable)\n";
   return kExitFailure;
 }
 

@@ -37,6 +37,9 @@ constexpr db::Statement kWaitedJobs{
     "       greatest(extract(epoch from j.not_before - now()), 0)::double precision as retry_in"
     "  from pgfleet.visible_jobs j where j.id = any($1::bigint[]) order by j.id"};
 
+constexpr db::Statement kLogTicket{"cli_log_ticket",
+                                   "select ticket from pgfleet.log_ticket($1, $2)"};
+
 constexpr db::Statement kAttemptHost{
     "cli_attempt_host",
     "select e.host_id, coalesce(h.api_url, '') as api_url"
@@ -147,11 +150,13 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit,     &kJobProgress,     &kWatchJobs,       &kUnwatchJobs,
-                        &kWaitedJobs, &kAttemptHost,     &kListJobs,        &kJobDocument,
-                        &kJobEvents,  &kCancel,          &kListEvents,      &kListHosts,
-                        &kDrain,      &kSetHostState,    &kClusterSummary,  &kFormationStatuses,
-                        &kScale,      &kCreateFormation, &kDeleteFormation, &kRemoveHost});
+  db::PrepareAll(
+      conn,
+      {&kSubmit,         &kJobProgress,       &kWatchJobs, &kUnwatchJobs,     &kWaitedJobs,
+       &kAttemptHost,    &kLogTicket,         &kListJobs,  &kJobDocument,     &kJobEvents,
+       &kCancel,         &kListEvents,        &kListHosts, &kDrain,           &kSetHostState,
+       &kClusterSummary, &kFormationStatuses, &kScale,     &kCreateFormation, &kDeleteFormation,
+       &kRemoveHost});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -168,6 +173,19 @@ std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t jo
   auto rows = db::Exec(tx, kAttemptHost, job, attempt);
   if (rows.empty()) return std::nullopt;
   return AttemptHost{rows[0]["host_id"].as<std::string>(), rows[0]["api_url"].as<std::string>()};
+}
+
+std::string LogTicket(pqxx::connection& conn, int64_t job, int attempt, std::string* why) {
+  try {
+    pqxx::nontransaction tx(conn);
+    return db::Exec1(tx, kLogTicket, job, attempt)["ticket"].as<std::string>();
+  } catch (const pqxx::sql_error& e) {
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    if (msg.rfind("ERROR:  ", 0) == 0) msg = msg.substr(8);
+    *why = msg;
+    return "";
+  }
 }
 
 std::optional<JobProgress> GetJobProgress(pqxx::transaction_base& tx, int64_t job) {

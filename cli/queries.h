@@ -70,6 +70,11 @@ struct AttemptHost {
 // nullopt when the job has no such attempt.
 std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t job, int attempt);
 
+// pgfleet.log_ticket: a ticket to read the attempt's output from its host
+// (only the job's owner and operators get one); "" with *why when refused.
+// Runs outside any transaction of conn.
+std::string LogTicket(pqxx::connection& conn, int64_t job, int attempt, std::string* why);
+
 struct JobFilter {
   bool all = false;          // include final jobs
   std::string formation;     // "" = every formation

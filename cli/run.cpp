@@ -57,7 +57,11 @@ int WaitForJob(pqxx::connection& conn, int64_t id, const std::string& token) {
     bool final = model::IsFinal(job->state);
     if ((job->state == model::JobState::kRunning || final) && job->attempt > streamed_attempt) {
       streamed_attempt = job->attempt;
-      streamed = StreamHostLogs(job->api_url, token, id, job->attempt, true, -1);
+      int attempt = job->attempt;
+      LogAccess access{token, [&conn, id, attempt](std::string* why) {
+                         return LogTicket(conn, id, attempt, why);
+                       }};
+      streamed = StreamHostLogs(job->api_url, access, id, attempt, true, -1);
       continue;  // re-read the state after the attempt's output ended
     }
     if (final) {

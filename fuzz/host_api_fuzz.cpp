@@ -46,6 +46,9 @@ struct Host {
     config.id = "fuzz";
     config.dsn = "host=/nonexistent";  // never used: Run is not called
     config.driver = pgfleet::hostd::kSimDriver;
+    // Tickets are checked (parsed, HMAC compared) like on a real host; the
+    // fuzzer cannot sign one, so starts and stops end at that check.
+    config.ticket_key = std::string(64, 'a');
     agent = std::make_unique<pgfleet::hostd::Agent>(config, metrics);
     pgfleet::hostd::SupervisorOptions o;
     o.host_id = "fuzz";

@@ -38,6 +38,7 @@ class Agent {
   // config.data_dir empty: no lease file (hollow hosts).
   Agent(HostConfig config, metrics::Registry& metrics);
   void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
+  const HostConfig& Config() const { return config_; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
   void Enqueue(model::Report report);
   // Runs until *stop, then leaves: calls begin_leaving (e.g. to stop taking

@@ -41,6 +41,29 @@ int IntParam(const httplib::Request& req, const char* name) {
   return static_cast<int>(n);
 }
 
+std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, net::TicketKind kind,
+                                      int64_t job, int attempt, std::string* why) {
+  const HostConfig& self = api.agent.Config();
+  int64_t now = net::UnixNow();
+  auto t = net::VerifyTicket(text, self.ticket_key, kind, self.id, now, why);
+  if (!t) return std::nullopt;
+  if (t->job != job || (attempt > 0 && t->attempt != attempt)) {
+    *why = "ticket is for job " + std::to_string(t->job) + " attempt " +
+           std::to_string(t->attempt) + ", not job " + std::to_string(job) +
+           (attempt > 0 ? " attempt " + std::to_string(attempt) : std::string());
+    return std::nullopt;
+  }
+  if (!api.replay->FirstUse(*t, now)) {
+    *why = "ticket already used (a ticket is taken once)";
+    return std::nullopt;
+  }
+  return t;
+}
+
+bool HasClusterToken(const Api& api, const httplib::Request& req) {
+  return net::Authorized(req, api.token);
+}
+
 }  // namespace routes
 
 namespace {
@@ -51,6 +74,7 @@ using routes::HandleLogs;
 using routes::IntParam;
 using routes::JobIdArg;
 using routes::ParseId;
+using routes::TakeTicket;
 
 // Starts of one dispatched batch run this many at a time.
 constexpr size_t kParallelStarts = 4;
@@ -60,6 +84,7 @@ struct StartItem {
   int attempt = 0;
   model::JobSpec spec;
   std::string refused;  // why its spec is refused; empty = it is fine
+  std::string ticket;   // signed by the scheduler for this host, job and attempt
 };
 
 // Parses the whole batch first. A batch that is not one (not JSON, no jobs
@@ -99,6 +124,11 @@ std::vector<StartItem> ParseStartBatch(const std::string& body) {
     StartItem item;
     item.job = e["job"].get<int64_t>();
     item.attempt = e["attempt"].get<int>();
+    if (!e.contains("ticket") || !e["ticket"].is_string()) {
+      throw model::SpecError(at + ".ticket", at + ".ticket is required: a string the scheduler "
+                                                  "signs for this host, job and attempt");
+    }
+    item.ticket = e["ticket"].get<std::string>();
     try {
       item.spec = model::ParseJobSpec(e["spec"]);
       item.spec.uid = uid;
@@ -157,6 +187,21 @@ void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Respo
     net::ErrorResponse(res, 400, e.what());
     return;
   }
+  // Every job's ticket first: one that is forged, expired, for another host
+  // or job, or used before starts nothing of the batch (and reports nothing).
+  for (size_t i = 0; i < items.size(); ++i) {
+    std::string why;
+    auto t = TakeTicket(api, items[i].ticket, net::TicketKind::kDispatch, items[i].job,
+                        items[i].attempt, &why);
+    if (!t) {
+      api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
+      spdlog::warn("host={} dispatch refused: jobs[{}].ticket: {}", api.agent.Config().id, i, why);
+      net::ErrorResponse(res, 403, "jobs[" + std::to_string(i) + "].ticket: " + why);
+      return;
+    }
+    // Privileged only if the scheduler's signature says so, whatever the spec claims.
+    items[i].spec.privileged = t->privileged;
+  }
   // Each start waits for its shim's answer (a few ms, mostly the kernel
   // setting up the job), so a batch is started a few at a time (sim starts
   // take microseconds: one at a time).
@@ -206,18 +251,31 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
   } catch (const model::SpecError& e) {
     return net::ErrorResponse(res, 400, e.what());
   }
-  if (!api.supervisor.Stop(id, attempt < 0 ? 0 : attempt)) {
+  // Only a stop ticket for this job stops it: the cluster token does not.
+  std::string why;
+  auto t = TakeTicket(api, req.get_header_value(routes::kTicketHeader), net::TicketKind::kStop, id,
+                      attempt < 0 ? 0 : attempt, &why);
+  if (!t) {
+    api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
+    return net::ErrorResponse(res, 403, std::string(routes::kTicketHeader) + ": " + why);
+  }
+  if (!api.supervisor.Stop(id, t->attempt)) {
     return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
   }
   res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
 }
 
-// Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the cluster token.
+// Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the
+// cluster token, except reading logs with a ticket. What starts or stops a
+// job is its ticket (checked by the route), never the token alone.
 httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const std::string& token,
                                             metrics::Registry& metrics, const httplib::Request& req,
                                             httplib::Response& res) {
   if (req.path.rfind(guarded, 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-  if (!net::Authorized(req, token)) {
+  // Reading logs with a ticket (pgfleet.log_ticket) needs no token: the route checks the ticket.
+  bool logs_ticket = req.method == "GET" && req.has_header(routes::kTicketHeader) &&
+                     req.path.size() > 5 && req.path.compare(req.path.size() - 5, 5, "/logs") == 0;
+  if (!logs_ticket && !net::Authorized(req, token)) {
     metrics.Add("pgfleet_host_api_unauthorized_total", 1);
     net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
     // Its body was never read: the connection must not serve another request.
@@ -298,7 +356,8 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
                 const std::string& token, metrics::Registry& metrics, net::ConnectionGuard* guard,
                 Collector* collector) {
   // The server outlives its handlers' calls; so do the objects Api refers to.
-  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard, collector});
+  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard, collector,
+                                       std::make_shared<net::ReplayGuard>(), token});
   InstallRoutes(
       server, "/v1/", "", [api](const httplib::Request&, httplib::Response&) { return api.get(); },
       token, metrics, guard);
@@ -309,7 +368,8 @@ void InstallHostsApi(httplib::Server& server, const std::map<std::string, HostHa
                      net::ConnectionGuard* guard) {
   auto apis = std::make_shared<std::map<std::string, Api>>();
   for (const auto& [id, h] : hosts) {
-    apis->emplace(id, Api{*h.supervisor, *h.agent, metrics, guard, nullptr});
+    apis->emplace(id, Api{*h.supervisor, *h.agent, metrics, guard, nullptr,
+                          std::make_shared<net::ReplayGuard>(), token});
   }
   auto resolve = [apis](const httplib::Request& req, httplib::Response& res) -> const Api* {
     auto it = apis->find(req.matches[1]);

@@ -136,6 +136,17 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
   } catch (const model::SpecError& e) {
     return net::ErrorResponse(res, 400, e.what());
   }
+  if (!HasClusterToken(api, req)) {
+    // A log ticket from pgfleet.log_ticket: for this job (and attempt, if given).
+    std::string why;
+    auto t = TakeTicket(api, req.get_header_value(kTicketHeader), net::TicketKind::kLogs, id,
+                        attempt < 0 ? 0 : attempt, &why);
+    if (!t) {
+      api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
+      return net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
+    }
+    attempt = t->attempt;
+  }
   std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
   if (path.empty() && !api.supervisor.RunsProcesses()) {
     return net::ErrorResponse(res, 404,

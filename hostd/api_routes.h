@@ -5,10 +5,13 @@
 #include <httplib.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "core/metrics/metrics.h"
 #include "core/net/connection_guard.h"
+#include "core/net/ticket.h"
 #include "hostd/agent.h"
 #include "hostd/collector.h"
 #include "hostd/supervisor.h"
@@ -20,9 +23,24 @@ struct Api {
   Supervisor& supervisor;
   Agent& agent;
   metrics::Registry& metrics;
-  net::ConnectionGuard* guard;  // may be null
-  Collector* collector;         // may be null (hosts that keep no attempt directories)
+  net::ConnectionGuard* guard;               // may be null
+  Collector* collector;                      // may be null (hosts that keep no attempt directories)
+  std::shared_ptr<net::ReplayGuard> replay;  // the tickets this host took
+  std::string token;                         // the cluster token
 };
+
+// The header that carries a stop or logs ticket (a dispatch carries one per job, in its body).
+inline constexpr const char* kTicketHeader = "X-Pgfleet-Ticket";
+
+// Checks `text` as this host's ticket of `kind` for job/attempt (attempt 0:
+// any attempt, the ticket's is then returned) and takes it (never twice).
+// Returns the ticket, or nullopt with *why naming the rule it broke.
+std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, net::TicketKind kind,
+                                      int64_t job, int attempt, std::string* why);
+
+// True when the request carries the cluster token (the pre-routing check
+// lets a logs request with a ticket header through without it).
+bool HasClusterToken(const Api& api, const httplib::Request& req);
 
 // The job id of a route: its last capture (hollow hosts' routes capture the host first).
 std::string JobIdArg(const httplib::Request& req);

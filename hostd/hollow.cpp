@@ -12,6 +12,7 @@
 
 #include "core/db/connection.h"
 #include "core/net/http.h"
+#include "core/net/ticket.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
 #include "hostd/drivers/sim.h"
@@ -131,7 +132,8 @@ HostConfig ConfigOf(const HollowOptions& o, const std::string& id, const std::st
   c.self_fence = o.self_fence;
   c.shim_fence = false;
   c.host_ttl = o.host_ttl;
-  return c;  // data_dir empty: no lease file
+  c.ticket_key = net::NewTicketKey();  // a new one each run: registering replaces the old
+  return c;                            // data_dir empty: no lease file
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ struct HostConfig {
   bool shim_fence = true;
   std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};
   std::string data_dir;  // where the lease file lives
+  // The key host tickets are signed with (64 hex digits, core/net/ticket.h):
+  // kept in data_dir/ticket.key, registered in pgfleet.host_keys.
+  std::string ticket_key;
   // Above this percentage of the data directory's filesystem the host says it
   // is under disk pressure and gets no new jobs (--disk-full-percent).
   int disk_full_percent = 95;

@@ -26,6 +26,7 @@
 #include "core/daemon/http_listener.h"
 #include "core/daemon/stop_signal.h"
 #include "core/model/job_spec.h"
+#include "core/net/ticket.h"
 #include "core/util/text.h"
 #include "hostd/agent.h"
 #include "hostd/api.h"
@@ -227,6 +228,12 @@ int main(int argc, char** argv) {
 
   pgfleet::metrics::Registry metrics;
   pgfleet::hostd::HostConfig config = MakeHostConfig(flags.common(), f);
+  try {
+    config.ticket_key = pgfleet::net::LoadOrCreateKeyFile(data_dir + "/ticket.key");
+  } catch (const std::exception& e) {
+    spdlog::error("host={} {}", id, e.what());
+    return 1;
+  }
   pgfleet::hostd::Agent agent(config, metrics);
   std::unique_ptr<pgfleet::hostd::Collector> collector;
   if (driver_name != pgfleet::hostd::kSimDriver) {

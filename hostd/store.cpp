@@ -13,6 +13,8 @@ constexpr db::Statement kRegisterHost{
     "hostd_register_host",
     "select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation"};
 
+constexpr db::Statement kSetHostKey{"hostd_set_host_key", "select pgfleet.set_host_key($1, $2)"};
+
 constexpr db::Statement kHostTtl{
     "hostd_host_ttl", "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
 
@@ -34,13 +36,16 @@ constexpr db::Statement kHostJobs{
 }  // namespace
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kRegisterHost, &kHostTtl, &kHeartbeat, &kReportJobs, &kHostJobs});
+  db::PrepareAll(conn,
+                 {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs, &kHostJobs});
 }
 
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
   json labels = config.labels;
   auto row = db::Exec1(tx, kRegisterHost, config.id, config.api_url, config.cpu, config.memory,
                        labels.dump(), config.driver, config.driver_note);
+  // In the same transaction: a registered host always has the key its tickets are signed with.
+  db::Exec(tx, kSetHostKey, config.id, config.ticket_key);
   return row["generation"].as<int64_t>();
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "core/net/ticket.h"
 #include "schedulerd/store.h"
 
 namespace pgfleet::schedulerd {
@@ -28,9 +29,10 @@ Dispatcher::Dispatcher(std::string token, int timeout_seconds, metrics::Registry
       who_(std::move(who)),
       pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}) {}
 
-std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
-                                        std::vector<size_t>* first) {
+std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTarget& target,
+                                        int64_t now, size_t max_bytes, std::vector<size_t>* first) {
   static const std::string kHead = R"({"jobs":[)", kTail = "]}";
+  const std::vector<Dispatch>& jobs = target.jobs;
   std::vector<std::string> bodies;
   first->clear();
   std::string body;
@@ -38,6 +40,12 @@ std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_
     const Dispatch& d = jobs[i];
     json doc{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}};
     if (!d.uid.empty()) doc["uid"] = d.uid;
+    // A host without a key gets a ticket it refuses (403): the jobs go back to pending.
+    if (net::IsTicketKey(target.ticket_key)) {
+      doc["ticket"] = net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
+                                       d.privileged, now + net::kTicketSeconds, ""},
+                                      target.ticket_key);
+    }
     std::string item = doc.dump(-1, ' ', false, json::error_handler_t::replace);
     bool open = !body.empty();
     if (open && body.size() + 1 + item.size() + kTail.size() > max_bytes) {
@@ -80,10 +88,10 @@ Delivery DeliveryOf(const httplib::Result& res, const std::string& api_url) {
   }
 }
 
-std::vector<Delivery> Dispatcher::Send(const HostTarget& target) {
+std::vector<Delivery> Dispatcher::Send(const std::string& host_id, const HostTarget& target) {
   std::vector<Delivery> outcomes(target.jobs.size());
   std::vector<size_t> first;
-  auto bodies = DispatchBodies(target.jobs, kMaxDispatchBytes, &first);
+  auto bodies = DispatchBodies(host_id, target, net::UnixNow(), kMaxDispatchBytes, &first);
   for (size_t b = 0; b < bodies.size(); ++b) {
     size_t begin = first[b], end = b + 1 < first.size() ? first[b + 1] : target.jobs.size();
     // Starting jobs takes the host a few ms each: allow for big batches.
@@ -134,7 +142,8 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
   std::vector<std::vector<Delivery>> outcomes(todo.size());  // per host, per job
   std::atomic<size_t> next{0};
   auto sender = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++) outcomes[i] = Send(*todo[i].second);
+    for (size_t i = next++; i < todo.size(); i = next++)
+      outcomes[i] = Send(*todo[i].first, *todo[i].second);
   };
   std::vector<std::thread> threads;
   int n = std::min<int>(kSenders, static_cast<int>(todo.size()));
@@ -149,7 +158,7 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
     deadline.Renew();
     // Jobs whose body was refused or never sent go back; jobs whose body
     // went unanswered stay assigned; the rest were delivered.
-    HostTarget failed{todo[i].second->api_url, {}};
+    HostTarget failed{todo[i].second->api_url, "", {}};
     std::string error, unanswered_error;
     size_t unanswered = 0;
     for (size_t k = 0; k < outcomes[i].size(); ++k) {
@@ -190,7 +199,14 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
     std::string path =
         "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt);
     try {
-      auto res = pool_.Post(s.api_url, path, "", timeout_seconds_);
+      httplib::Headers headers;
+      if (net::IsTicketKey(s.ticket_key)) {
+        headers.emplace("X-Pgfleet-Ticket",
+                        net::SignTicket({net::TicketKind::kStop, s.host_id, s.job_id, s.attempt,
+                                         false, net::UnixNow() + net::kTicketSeconds, ""},
+                                        s.ticket_key));
+      }
+      auto res = pool_.Post(s.api_url, path, "", timeout_seconds_, headers);
       if (!res || res->status >= 300) {
         spdlog::warn(
             "job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",

@@ -38,12 +38,14 @@ struct Dispatch {
   int64_t job_id = 0;
   int attempt = 0;
   nlohmann::json spec;
-  std::string uid;  // jobs.uid, sent as the item's "uid" when not empty
+  std::string uid;          // jobs.uid, sent as the item's "uid" when not empty
+  bool privileged = false;  // jobs.privileged, signed into its ticket
 };
 
 // Everything one host is sent in one request.
 struct HostTarget {
   std::string api_url;
+  std::string ticket_key;  // the host's (pgfleet.host_keys): each job's ticket is signed with it
   std::vector<Dispatch> jobs;
 };
 
@@ -56,10 +58,12 @@ using Targets = std::map<std::string, HostTarget>;
 // single job far below it.
 inline constexpr size_t kMaxDispatchBytes = 768 * 1024;
 
-// The request bodies for `jobs`, in order, each at most max_bytes unless a
-// single job alone is bigger; `first[i]` is the index of body i's first job.
-std::vector<std::string> DispatchBodies(const std::vector<Dispatch>& jobs, size_t max_bytes,
-                                        std::vector<size_t>* first);
+// The request bodies for the target's jobs, in order, each at most max_bytes
+// unless a single job alone is bigger; `first[i]` is the index of body i's
+// first job. Each job carries a dispatch ticket for host_id, signed with the
+// target's key and valid from `now` (unix seconds) for net::kTicketSeconds.
+std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTarget& target,
+                                        int64_t now, size_t max_bytes, std::vector<size_t>* first);
 
 // How one job's dispatch went.
 struct Delivery {
@@ -97,7 +101,7 @@ class Dispatcher {
  private:
   // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns
   // how each job's body went.
-  std::vector<Delivery> Send(const HostTarget& target);
+  std::vector<Delivery> Send(const std::string& host_id, const HostTarget& target);
   void RecordFailure(pqxx::connection& conn, const std::string& host, const HostTarget& target,
                      const std::string& error);
   void RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,

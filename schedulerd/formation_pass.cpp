@@ -36,6 +36,7 @@ FormationPass::Placed FormationPass::Place(
     todo.push_back(p.request);
   }
   std::map<std::string, std::string> urls;  // host id -> API URL, from the snapshots
+  std::map<std::string, std::string> keys;  // host id -> ticket key, from the snapshots
   std::map<int64_t, const placement::JobRequest*> requests;
   for (const auto& p : claimed) requests[p.request.id] = &p.request;
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
@@ -47,6 +48,7 @@ FormationPass::Placed FormationPass::Place(
     std::vector<placement::HostView> hosts;
     for (auto& h : snapshot) {
       urls[h.view.id] = h.api_url;
+      keys[h.view.id] = h.ticket_key;
       hosts.push_back(std::move(h.view));
     }
     auto plan = placement::PlanPlacements(todo, std::move(hosts));
@@ -58,8 +60,9 @@ FormationPass::Placed FormationPass::Place(
       Charge(pass_hosts, a.host_id, *requests[a.job_id]);
       auto& target = out.planned[a.host_id];
       target.api_url = urls[a.host_id];
-      target.jobs.push_back(
-          Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec, specs[a.job_id]->uid});
+      target.ticket_key = keys[a.host_id];
+      target.jobs.push_back(Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec,
+                                     specs[a.job_id]->uid, requests[a.job_id]->privileged});
       out.reasons.erase(a.job_id);
     }
     out.assigned += done.size();
@@ -99,6 +102,7 @@ FormationPassResult FormationPass::Work(
   for (auto& [host, target] : placed.planned) {
     auto& dest = (*out)[host];
     dest.api_url = target.api_url;
+    dest.ticket_key = target.ticket_key;
     for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
   }
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));

@@ -52,8 +52,10 @@ constexpr db::Statement kLoadHostSnapshot{
     "schedulerd_load_host_snapshot",
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated,"
     "       h.labels::text as labels, h.api_url, h.driver <> 'process' as isolates,"
-    "       coalesce(hb.condition, '') as condition"
+    "       coalesce(hb.condition, '') as condition, coalesce(encode(k.key, 'hex'), '') as "
+    "ticket_key"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
+    "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
     "   and hb.last_seen > now() - pgfleet.host_ttl()"};
 
@@ -91,8 +93,10 @@ constexpr db::Statement kDispatchUnanswered{"schedulerd_dispatch_unanswered",
 
 constexpr db::Statement kStopsToForward{
     "schedulerd_stops_to_forward",
-    "select j.id, j.attempt, j.host_id, h.api_url from pgfleet.jobs j"
+    "select j.id, j.attempt, j.host_id, h.api_url,"
+    "       coalesce(encode(k.key, 'hex'), '') as ticket_key from pgfleet.jobs j"
     "  join pgfleet.hosts h on h.id = j.host_id"
+    "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where j.desired_state = 'stop' and j.state in ('assigned', 'running')"};
 
 constexpr db::Statement kHeartbeat{
@@ -217,6 +221,7 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx) {
     h.view.isolates = r["isolates"].as<bool>();
     h.view.condition = r["condition"].as<std::string>();
     h.api_url = r["api_url"].as<std::string>();
+    h.ticket_key = r["ticket_key"].as<std::string>();
     out.push_back(std::move(h));
   }
   return out;
@@ -289,7 +294,7 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
   out.reserve(rows.size());
   for (const auto& r : rows) {
     out.push_back({r["id"].as<int64_t>(), r["attempt"].as<int>(), r["host_id"].as<std::string>(),
-                   r["api_url"].as<std::string>()});
+                   r["api_url"].as<std::string>(), r["ticket_key"].as<std::string>()});
   }
   return out;
 }

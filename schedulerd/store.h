@@ -65,6 +65,7 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
 struct SnapshotHost {
   placement::HostView view;
   std::string api_url;
+  std::string ticket_key;  // pgfleet.host_keys, hex ("" if the host registered none)
 };
 // Feasible hosts: up, heartbeat fresh by the database clock, not suspended.
 std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx);
@@ -117,6 +118,7 @@ struct StopToForward {
   int attempt = 0;
   std::string host_id;
   std::string api_url;
+  std::string ticket_key;  // the host's, to sign the stop ticket with
 };
 // Assigned or running jobs whose desired state is stop.
 std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);

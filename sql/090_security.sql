@@ -94,6 +94,8 @@ grant select on pgfleet.job_events to pgfleet_submitter;
 -- Operators (members of pgfleet_submitter): every job and event, formations,
 -- settings and host logins; hosts through set_host_state and drain.
 grant select on all tables in schema pgfleet to pgfleet_operator;
+-- Not the hosts' ticket keys: with one, an operator could sign a privileged dispatch.
+revoke select on pgfleet.host_keys from pgfleet_operator;
 grant insert, update, delete on pgfleet.formations, pgfleet.host_logins to pgfleet_operator;
 grant insert, update on pgfleet.settings to pgfleet_operator;
 

@@ -43,7 +43,8 @@ void ClientPool::Release(const std::string& origin, std::unique_ptr<httplib::Cli
 }
 
 httplib::Result ClientPool::Post(const std::string& base_url, const std::string& path,
-                                 const std::string& body, int timeout_seconds) {
+                                 const std::string& body, int timeout_seconds,
+                                 const httplib::Headers& headers) {
   auto [origin, prefix] = SplitBaseUrl(base_url);
   std::unique_ptr<httplib::Client> client;
   try {
@@ -55,7 +56,7 @@ httplib::Result ClientPool::Post(const std::string& base_url, const std::string&
   client->set_connection_timeout(timeout_seconds, 0);
   client->set_read_timeout(timeout_seconds, 0);
   client->set_write_timeout(timeout_seconds, 0);
-  auto res = client->Post((prefix + path).c_str(), body, "application/json");
+  auto res = client->Post((prefix + path).c_str(), headers, body, "application/json");
   bool reuse = static_cast<bool>(res) && res->get_header_value("Connection") != "close";
   Release(origin, std::move(client), reuse);
   return res;

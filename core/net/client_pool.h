@@ -35,9 +35,11 @@ class ClientPool {
   ClientPool& operator=(const ClientPool&) = delete;
 
   // POSTs body (JSON) to base_url + path, where base_url is a host's api_url
-  // (http://host[:port][/prefix]). Throws std::invalid_argument for a bad URL.
+  // (http://host[:port][/prefix]), with extra headers. Throws
+  // std::invalid_argument for a bad URL.
   httplib::Result Post(const std::string& base_url, const std::string& path,
-                       const std::string& body, int timeout_seconds);
+                       const std::string& body, int timeout_seconds,
+                       const httplib::Headers& headers = {});
 
   // Connections open now (idle and in use), for tests and metrics.
   int OpenConnections() const;

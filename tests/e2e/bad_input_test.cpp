@@ -195,8 +195,15 @@ TEST_F(BadInputTest, EveryFrontDoorRefusesBadInputNamingTheRuleAndChangesNothing
     std::string words;  // in the response body (whole, or the item's error)
   };
   int next_job = 700000;  // ids the database does not have: their refusals change no row
-  auto item = [&next_job](const json& spec) {
-    return json{{"jobs", {{{"job", ++next_job}, {"attempt", 1}, {"spec", spec}}}}}.dump();
+  // Each item with a valid dispatch ticket: what is refused is its spec.
+  auto item = [this, &next_job](const json& spec) {
+    return SignDispatch(
+        db_, "h1", json{{"jobs", {{{"job", ++next_job}, {"attempt", 1}, {"spec", spec}}}}}.dump());
+  };
+  auto unsigned_item = [&next_job](const json& spec, const json& ticket) {
+    json one{{"job", ++next_job}, {"attempt", 1}, {"spec", spec}};
+    if (!ticket.is_null()) one["ticket"] = ticket;
+    return json{{"jobs", {one}}}.dump();
   };
   for (const ApiCase& c : std::vector<ApiCase>{
            {"POST", "/v1/jobs", "{not json", 400, "body"},
@@ -216,7 +223,16 @@ TEST_F(BadInputTest, EveryFrontDoorRefusesBadInputNamingTheRuleAndChangesNothing
             "process driver does not isolate jobs"},
            {"GET", "/v1/jobs/abc", "", 400, "job id"},
            {"GET", "/v1/jobs/99999999999999999999", "", 400, "job id"},
-           {"POST", "/v1/jobs/123456/stop", "", 404, "not known to this host"},
+           {"POST", "/v1/jobs", unsigned_item({{"command", {"true"}}}, nullptr), 400,
+            "jobs[0].ticket is required"},
+           {"POST", "/v1/jobs", unsigned_item({{"command", {"true"}}}, 42), 400,
+            "jobs[0].ticket is required"},
+           {"POST", "/v1/jobs",
+            unsigned_item(
+                {{"command", {"true"}}},
+                "v1:dispatch:h1:1:1:1:99999999999:0123456789abcdef:" + std::string(64, '0')),
+            403, "jobs[0].ticket: ticket signature does not match"},
+           {"POST", "/v1/jobs/123456/stop", "", 403, "X-Pgfleet-Ticket: no ticket"},
            {"GET", "/v1/jobs/1/logs?tail=-4", "", 400, "tail"},
        }) {
     auto res = c.method == "GET" ? api.Get(c.path) : api.Post(c.path, c.body, "application/json");

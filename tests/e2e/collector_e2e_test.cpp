@@ -76,10 +76,12 @@ TEST_F(CollectorE2eTest, FinishedAttemptsAreCollectedAfterGcAfterAndStillExplain
   auto dispatch_again = [&] {
     httplib::Client c(db_.Scalar("select api_url from pgfleet.hosts where id = 'h1'"));
     c.set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
+    // With a valid ticket (a new one each time: a ticket is taken once).
     auto res = c.Post("/v1/jobs",
-                      R"({"jobs":[{"job":)" + id +
-                          R"(,"attempt":1,"spec":{"command":["sh","-c","echo again"],)"
-                          R"("privileged":true}}]})",
+                      SignDispatch(db_, "h1",
+                                   R"({"jobs":[{"job":)" + id +
+                                       R"(,"attempt":1,"spec":{"command":["sh","-c","echo again"],)"
+                                       R"("privileged":true}}]})"),
                       "application/json");
     return res ? res->body : std::string("no answer");
   };

@@ -152,9 +152,11 @@ TEST_F(FoundationTest, HostdRefusesBadRequestsAndKeepsRunning) {
   EXPECT_EQ(400, malformed->status);
   // A bad spec refuses only its own job, with the reason (hostd reports it
   // start_failed); the batch is answered.
-  auto bad_spec =
-      c.Post("/v1/jobs", R"({"jobs":[{"job":5,"attempt":1,"spec":{"command":["true"],"cpu":-1}}]})",
-             "application/json");
+  auto bad_spec = c.Post(
+      "/v1/jobs",
+      SignDispatch(db_, "h1",
+                   R"({"jobs":[{"job":5,"attempt":1,"spec":{"command":["true"],"cpu":-1}}]})"),
+      "application/json");
   EXPECT_EQ(200, bad_spec->status);
   auto refused = nlohmann::json::parse(bad_spec->body)["results"][0];
   EXPECT_EQ("failed", refused["status"]) << bad_spec->body;

@@ -75,7 +75,8 @@ class HollowHostsTest : public ::testing::Test {
               {"spec", json::parse(db_.Scalar("select pgfleet.job_spec(j)::text" + where))}};
     auto ep = EndpointOf(host);
     auto res =
-        ep.client->Post(ep.prefix + "/v1/jobs", json{{"jobs", {item}}}.dump(), "application/json");
+        ep.client->Post(ep.prefix + "/v1/jobs",
+                        SignDispatch(db_, host, json{{"jobs", {item}}}.dump()), "application/json");
     if (!res || res->status != 200) return "http error";
     return json::parse(res->body)["results"][0]["status"].get<std::string>();
   }
@@ -156,8 +157,14 @@ TEST_F(HollowHostsTest, SimSecondsDelaysTheExitAndStopEndsItWithSignal15) {
             1.4);
   ASSERT_EQ(StateOf(endless), "running");
   auto ep = EndpointOf("sim-4");
-  auto res = ep.client->Post(ep.prefix + "/v1/jobs/" + std::to_string(endless) + "/stop", "",
-                             "application/json");
+  auto res = ep.client->Post(
+      ep.prefix + "/v1/jobs/" + std::to_string(endless) + "/stop",
+      httplib::Headers{
+          {"X-Pgfleet-Ticket",
+           StopTicket(db_, "sim-4", endless,
+                      std::stoi(db_.Scalar("select attempt from pgfleet.jobs where id = " +
+                                           std::to_string(endless))))}},
+      "", "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   EXPECT_TRUE(WaitFor([&] { return StateOf(endless) != "running"; }, 5s));

@@ -195,9 +195,10 @@ TEST_F(HostdFencingTest, AttemptDispatchedBeforeItsAssignmentCommittedIsReported
   httplib::Client c(db_->Scalar("select api_url from pgfleet.hosts where id = 'h1'"));
   c.set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
   auto res = c.Post("/v1/jobs",
-                    "{\"jobs\":[{\"job\":" + id +
-                        ",\"attempt\":1,\"spec\":{\"command\":[\"sh\",\"-c\",\"echo "
-                        "early\"],\"privileged\":true}}]}",
+                    SignDispatch(*db_, "h1",
+                                 "{\"jobs\":[{\"job\":" + id +
+                                     ",\"attempt\":1,\"spec\":{\"command\":[\"sh\",\"-c\","
+                                     "\"echo early\"],\"privileged\":true}}]}"),
                     "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(200, res->status) << res->body;

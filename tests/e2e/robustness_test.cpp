@@ -82,7 +82,7 @@ TEST_F(RobustnessTest, DeeplyNestedJsonIsRefusedNamingTheRuleAndHostdKeepsRunnin
   // Brackets inside strings are text, not nesting.
   std::string in_string = R"({"jobs":[{"job":8,"attempt":1,"spec":{"command":["echo",")" +
                           std::string(1000, '[') + R"("]}}]})";
-  auto ok = client_->Post("/v1/jobs", in_string, "application/json");
+  auto ok = client_->Post("/v1/jobs", SignDispatch(db_, "h1", in_string), "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   ExpectHostdAlive();
@@ -94,8 +94,9 @@ TEST_F(RobustnessTest, StoppingAnAttemptTheHostNeverHadIs404AndCreatesNothing) {
   long long next = db_.Count("select nextval(pg_get_serial_sequence('pgfleet.jobs', 'id'))") + 1;
   auto before = Subdirs(cluster_->dir() + "/h1/jobs");
   for (long long id : {next, next + 1000, 9223372036854775807LL}) {
-    auto res =
-        client_->Post("/v1/jobs/" + std::to_string(id) + "/stop?attempt=1", "", "application/json");
+    auto res = client_->Post("/v1/jobs/" + std::to_string(id) + "/stop?attempt=1",
+                             httplib::Headers{{"X-Pgfleet-Ticket", StopTicket(db_, "h1", id, 1)}},
+                             "", "application/json");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 404) << id << ": " << res->body;
     EXPECT_NE(res->body.find("not known to this host"), std::string::npos) << res->body;
@@ -450,7 +451,7 @@ TEST_F(RobustnessTest, OneRefusedJobInADispatchBatchFailsAloneWithItsReason) {
       {"job":900002,"attempt":1,"spec":{"command":["true"],"env":{"=x":"y"}}},
       {"job":900003,"attempt":1,"spec":{"command":["true"],"cpu":-5}},
       {"job":900004,"attempt":1,"spec":{"command":["true"],"privileged":true}}]})";
-  auto res = client_->Post("/v1/jobs", batch, "application/json");
+  auto res = client_->Post("/v1/jobs", SignDispatch(db_, "h1", batch), "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(200, res->status) << res->body;
   auto results = nlohmann::json::parse(res->body)["results"];

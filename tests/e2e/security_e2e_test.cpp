@@ -105,9 +105,11 @@ TEST_F(SecurityE2eTest, HostdRefusesPrivilegedFeaturesTheDispatchDoesNotMarkPriv
   auto post = [&](const std::string& host, int job, const json& spec) {
     httplib::Client c(db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'"));
     c.set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
-    auto res =
-        c.Post("/v1/jobs", json{{"jobs", {{{"job", job}, {"attempt", 1}, {"spec", spec}}}}}.dump(),
-               "application/json");
+    auto res = c.Post(
+        "/v1/jobs",
+        SignDispatch(db_, host,
+                     json{{"jobs", {{{"job", job}, {"attempt", 1}, {"spec", spec}}}}}.dump()),
+        "application/json");
     EXPECT_TRUE(res);
     if (!res) return json();
     EXPECT_EQ(200, res->status) << res->body;

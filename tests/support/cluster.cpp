@@ -245,6 +245,13 @@ CommandResult Cluster::CliAs(const std::string& dsn, std::vector<std::string> ar
   return Run(argv, {"PGFLEET_DB=" + dsn, "PGFLEET_TOKEN_FILE=" + token_file_}, timeout);
 }
 
+CommandResult Cluster::CliNoToken(const std::string& dsn, std::vector<std::string> args,
+                                  std::chrono::seconds timeout) {
+  std::vector<std::string> argv = {BinaryPath("pgfleet")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, {"PGFLEET_DB=" + dsn, "PGFLEET_TOKEN_FILE="}, timeout);
+}
+
 std::string Cluster::Logs() const {
   std::string out;
   for (const auto& p : procs_) out += "----\n" + p->Log();

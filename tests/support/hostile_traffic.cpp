@@ -173,6 +173,12 @@ void HostileTraffic::Round(const HostileTarget& t) {
   // Unauthorized, with a body, then a request on the same connection.
   OneShot(t.port, Post(jobs, "{\"jobs\":[]}", "wrong-token") + "GET " + t.prefix +
                       "/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  // A dispatch with a forged ticket (signed with no host's key).
+  OneShot(t.port, Post(jobs,
+                       "{\"jobs\":[{\"job\":1,\"attempt\":1,\"spec\":{\"command\":[\"true\"]},"
+                       "\"ticket\":\"v1:dispatch:h1:1:1:1:9999999999:0123456789abcdef:" +
+                           std::string(64, '0') + "\"}]}",
+                       token_));
   // Stops and logs of attempts nobody has; ids out of range.
   OneShot(t.port, Post(jobs + "/987654321/stop?attempt=1", "", token_));
   OneShot(t.port, "GET " + jobs + "/99999999999999999999999/logs?tail=1 HTTP/1.1\r\nHost: x\r\n" +
@@ -182,7 +188,7 @@ void HostileTraffic::Round(const HostileTarget& t) {
                       "\r\n\r\n{}");
   OneShot(t.port, "POST " + jobs + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token_ +
                       "\r\nContent-Length: 99999\r\n\r\n{\"jobs\":");
-  sent_ += 10;
+  sent_ += 11;
 }
 
 }  // namespace pgfleet::testing

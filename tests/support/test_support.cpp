@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "core/db/migrate.h"
+#include "core/net/ticket.h"
 
 namespace pgfleet::testing {
 
@@ -300,6 +302,40 @@ OvercommitSampler::OvercommitSampler(const TestDatabase& db) {
 void OvercommitSampler::Stop() {
   done_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+std::string HostTicketKey(const TestDatabase& db, const std::string& host) {
+  std::string key =
+      db.Scalar("select encode(key, 'hex') from pgfleet.host_keys where host_id = '" + host + "'");
+  if (key.empty()) ADD_FAILURE() << "host " << host << " has no key in pgfleet.host_keys";
+  return key;
+}
+
+std::string SignDispatch(const TestDatabase& db, const std::string& host, const std::string& body) {
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array()) {
+    return body;
+  }
+  std::string key = HostTicketKey(db, host);
+  for (auto& item : doc["jobs"]) {
+    if (!item.is_object() || !item.contains("job") || !item["job"].is_number_integer() ||
+        !item.contains("attempt") || !item["attempt"].is_number_integer()) {
+      continue;
+    }
+    bool privileged = item.contains("spec") && item["spec"].is_object() &&
+                      item["spec"].contains("privileged") && item["spec"]["privileged"] == true;
+    item["ticket"] = net::SignTicket(
+        {net::TicketKind::kDispatch, host, item["job"].get<int64_t>(), item["attempt"].get<int>(),
+         privileged, net::UnixNow() + net::kTicketSeconds, ""},
+        key);
+  }
+  return doc.dump();
+}
+
+std::string StopTicket(const TestDatabase& db, const std::string& host, int64_t job, int attempt) {
+  return net::SignTicket(
+      {net::TicketKind::kStop, host, job, attempt, false, net::UnixNow() + net::kTicketSeconds, ""},
+      HostTicketKey(db, host));
 }
 
 }  // namespace pgfleet::testing

@@ -53,6 +53,16 @@ class TestDatabase {
   std::string dsn_;
 };
 
+// Host tickets as a scheduler signs them (core/net/ticket.h), with the
+// host's key read from pgfleet.host_keys (tests connect as an admin).
+std::string HostTicketKey(const TestDatabase& db, const std::string& host);
+// A POST /v1/jobs body with every item that names a job and an attempt given
+// a dispatch ticket for `host` (privileged as the item's spec says). A body
+// that is not such JSON is returned as it is.
+std::string SignDispatch(const TestDatabase& db, const std::string& host, const std::string& body);
+// A stop ticket (the X-Pgfleet-Ticket header of POST /v1/jobs/ID/stop).
+std::string StopTicket(const TestDatabase& db, const std::string& host, int64_t job, int attempt);
+
 // A fresh temporary directory, removed at destruction.
 class TempDir {
  public:
@@ -187,6 +197,9 @@ class Cluster {
   // The same, connected with another DSN (e.g. a submitter's login).
   CommandResult CliAs(const std::string& dsn, std::vector<std::string> args,
                       std::chrono::seconds timeout = std::chrono::seconds(120));
+  // The same without the cluster token: logs are read with tickets only.
+  CommandResult CliNoToken(const std::string& dsn, std::vector<std::string> args,
+                           std::chrono::seconds timeout = std::chrono::seconds(120));
   std::vector<std::unique_ptr<Process>>& processes() { return procs_; }
   // Prints every daemon's log (for failures).
   std::string Logs() const;
