@@ -89,6 +89,7 @@ int CmdEvents(const std::vector<std::string>& args) {
     tx.commit();
     PrintEvents(events, first, jsonl);
     std::cout.flush();
+    if (!std::cout) return kExitOk;  // the reader went away (e.g. `| head`)
     if (!events.empty()) last = events.back().id;
     first = false;
     if (!follow) return kExitOk;

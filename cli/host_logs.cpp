@@ -35,6 +35,7 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
   if ((access.token.empty() && !access.ticket) || api_url.empty()) return out;
   auto last_answer = std::chrono::steady_clock::now();
   uint64_t next = 0;  // position in the whole output after the last byte copied
+  bool stdout_closed = false;
   while (true) {
     int status = 0;
     std::string refused_body;
@@ -85,12 +86,16 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
             }
             std::cout.write(data, static_cast<std::streamsize>(len));
             std::cout.flush();
+            if (!std::cout) {  // the reader went away (e.g. `| head`): stop here
+              stdout_closed = true;
+              return false;
+            }
             out.bytes += len;
             next += len;
             last_answer = std::chrono::steady_clock::now();
             return true;
           });
-      if (res && status == 200) {
+      if ((res && status == 200) || stdout_closed) {
         out.ended = true;
         return out;
       }

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "core/net/http.h"
 
 namespace {
 
@@ -56,6 +58,10 @@ std::string DatabaseError(const pqxx::sql_error& e) {
 int main(int argc, char** argv) {
   using namespace pgfleet::cli;
   spdlog::set_level(spdlog::level::warn);
+  // A host that drops a TLS connection must not kill us with SIGPIPE (OpenSSL
+  // writes without MSG_NOSIGNAL); the loops that print until stopped end when
+  // stdout is closed instead.
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") ||
       !std::strcmp(argv[1], "help")) {
     std::cout << kUsage;
@@ -75,6 +81,19 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
+    // Hosts that serve HTTPS (--tls-cert): whom to trust, what to present.
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v ? v : "");
+    };
+    pgfleet::net::TlsFiles tls{env("PGFLEET_TLS_CA"), env("PGFLEET_TLS_CERT"),
+                               env("PGFLEET_TLS_KEY")};
+    try {
+      pgfleet::net::CheckTlsFiles(tls);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("$PGFLEET_TLS_CA/_CERT/_KEY: ") + e.what());
+    }
+    pgfleet::net::SetClientTls(tls);
     return it->second(args);
   } catch (const UsageError& e) {
     std::cerr << "pgfleet " << name << ": " << e.what() << "\n(see pgfleet " << name

@@ -45,8 +45,9 @@ daemon::DaemonInfo HostdInfo() {
 }
 
 void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
-  opts.add_options()("advertise", po::value(&f->advertise),
-                     "URL schedulers use to reach this host (default http://<listen>)")(
+  opts.add_options()(
+      "advertise", po::value(&f->advertise),
+      "URL schedulers use to reach this host (default http://<listen>, https:// with --tls-cert)")(
       "driver", po::value(&f->driver_name)->default_value("auto"),
       "container, process, sim (jobs run no process: PGFLEET_SIM_SECONDS, PGFLEET_SIM_EXIT_CODE "
       "in their env), or auto")(

@@ -186,6 +186,10 @@ pgfleet::hostd::HollowOptions MakeHollowOptions(const pgfleet::daemon::CommonFla
 
 // `--simulate N`: hollow hosts instead of this machine's one host.
 int RunHollow(const pgfleet::daemon::Flags& flags, const HostdFlags& f) {
+  if (!flags.common().tls.cert.empty()) {
+    return flags.Usage(
+        "--tls-cert is not supported with --simulate: hollow hosts serve plain HTTP");
+  }
   auto options = MakeHollowOptions(flags.common(), f);
   try {
     pgfleet::hostd::CheckHollowOptions(options);
@@ -224,7 +228,7 @@ int main(int argc, char** argv) {
   const auto& stop = pgfleet::daemon::InstallStopSignals();
   pgfleet::daemon::HttpListener http;
   if (auto failed = http.Bind(flags)) return *failed;
-  if (f.advertise.empty()) f.advertise = "http://" + http.address();
+  if (f.advertise.empty()) f.advertise = std::string(http.scheme()) + "://" + http.address();
 
   pgfleet::metrics::Registry metrics;
   pgfleet::hostd::HostConfig config = MakeHostConfig(flags.common(), f);

@@ -9,3 +9,6 @@ create table pgfleet.host_keys (
 );
 comment on table pgfleet.host_keys is
   'Each host''s ticket key (HMAC-SHA256, 32 bytes), registered by its hostd (pgfleet.set_host_key). Readable by schedulers only.';
+comment on column pgfleet.host_keys.host_id is 'The host (pgfleet.hosts.id); the key goes with the host.';
+comment on column pgfleet.host_keys.key is 'HMAC-SHA256 key, 32 random bytes made by the host''s hostd (data-dir/ticket.key).';
+comment on column pgfleet.host_keys.set_at is 'When this key was registered (a new key replaces the old).';

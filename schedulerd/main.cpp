@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   if (auto failed = http.Bind(flags)) return *failed;
   http.Serve(metrics, config.id);
   spdlog::info("scheduler={} started, /health and /metrics on {}", config.id, http.address());
-  config.metrics_url = "http://" + http.address();
+  config.metrics_url = std::string(http.scheme()) + "://" + http.address();
 
   pgfleet::schedulerd::Scheduler scheduler(config, metrics);
   scheduler.Run(stop);

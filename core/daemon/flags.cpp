@@ -20,6 +20,12 @@ Flags::Flags(DaemonInfo info) : info_(std::move(info)), opts_(info_.caption) {
       "listen", po::value(&common_.listen)->default_value("127.0.0.1:0"),
       info_.listen_help.c_str())("token-file", po::value(&common_.token_file),
                                  "file holding the cluster token (required)")(
+      "tls-cert", po::value(&common_.tls.cert),
+      "serve HTTPS with this certificate (PEM), and present it to hosts that ask for one")(
+      "tls-key", po::value(&common_.tls.key), "the private key (PEM) of --tls-cert")(
+      "tls-ca", po::value(&common_.tls.ca),
+      "CA certificate (PEM): trust only https hosts it signed, and with --tls-cert require "
+      "clients to present a certificate it signed")(
       "log-level", po::value(&common_.log_level)->default_value("info"),
       "trace, debug, info, warn, error")("config", po::value(&common_.config_file),
                                          "config file with the same option names (name = value)");
@@ -61,6 +67,8 @@ std::optional<int> Flags::Parse(int argc, char** argv,
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string("--token-file: ") + e.what());
     }
+    net::CheckTlsFiles(common_.tls);
+    net::SetClientTls(common_.tls);
     common_.dsn = db::ResolveDsn(common_.db);
     // A connection string libpq cannot parse is a usage error, not an outage
     // to retry forever (e.g. db = "host=..." quoted in a config file).

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "core/net/http.h"
+
 namespace pgfleet::daemon {
 
 // How a daemon names itself and words its common flags.
@@ -36,6 +38,7 @@ struct CommonFlags {
   std::string config_file;  // --config (may be empty)
   std::string dsn;          // db::ResolveDsn(db)
   std::string token;        // the cluster token read from --token-file
+  net::TlsFiles tls;        // --tls-ca, --tls-cert, --tls-key (all optional)
 };
 
 class Flags {

@@ -1,7 +1,8 @@
 #pragma once
 // A daemon's HTTP listener: binds --listen (HOST:PORT, port 0 picks a free
 // port), serves GET /health and /metrics next to whatever routes the daemon
-// adds, on a thread of its own.
+// adds, on a thread of its own; HTTPS with --tls-cert and --tls-key (and
+// client certificates required with --tls-ca too).
 //
 // What must hold: Bind before Serve; add routes to server() before Serve;
 // Stop (or the destructor) stops serving and joins the thread. The daemon may
@@ -10,6 +11,7 @@
 
 #include <httplib.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,7 +34,9 @@ class HttpListener {
   // the address cannot be bound (logged).
   std::optional<int> Bind(const Flags& flags);
 
-  httplib::Server& server() { return server_; }
+  httplib::Server& server() { return *server_; }
+  // "https" with --tls-cert and --tls-key, else "http".
+  const char* scheme() const { return tls_ ? "https" : "http"; }
   // Bounds slow and numerous clients (core/net/connection_guard.h).
   net::ConnectionGuard& guard() { return guard_; }
   const std::string& host() const { return host_; }
@@ -44,7 +48,9 @@ class HttpListener {
   void Stop();
 
  private:
-  httplib::Server server_;
+  // An httplib::SSLServer with --tls-cert (made by Bind; until then plain).
+  std::unique_ptr<httplib::Server> server_ = std::make_unique<httplib::Server>();
+  bool tls_ = false;
   net::ConnectionGuard guard_;
   std::string host_;
   int port_ = -1;

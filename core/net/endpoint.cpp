@@ -8,10 +8,10 @@
 namespace pgfleet::net {
 
 BaseUrl SplitBaseUrl(const std::string& base_url) {
-  static const std::regex url_re(R"(^(http://[^/\s:?#]+(:\d+)?)(/[^\s?#]*)?$)");
+  static const std::regex url_re(R"(^(https?://[^/\s:?#]+(:\d+)?)(/[^\s?#]*)?$)");
   std::smatch m;
   if (!std::regex_match(base_url, m, url_re)) {
-    throw std::invalid_argument("api_url must look like http://host:port[/path] (got \"" +
+    throw std::invalid_argument("api_url must look like http[s]://host:port[/path] (got \"" +
                                 base_url + "\")");
   }
   BaseUrl out{m[1].str(), m[3].str()};

@@ -1,5 +1,6 @@
 #include "core/net/http.h"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <stdexcept>
@@ -33,16 +34,45 @@ void ErrorResponse(httplib::Response& res, int status, const std::string& messag
                   "application/json");
 }
 
+namespace {
+TlsFiles& ClientTls() {
+  static TlsFiles tls;
+  return tls;
+}
+}  // namespace
+
+void CheckTlsFiles(const TlsFiles& tls) {
+  if (tls.cert.empty() != tls.key.empty()) {
+    throw std::invalid_argument("--tls-cert and --tls-key go together: give both or neither");
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--tls-ca", &tls.ca},
+                                   {"--tls-cert", &tls.cert},
+                                   {"--tls-key", &tls.key}}) {
+    if (path->empty()) continue;
+    std::ifstream f(*path);
+    if (!f) throw std::invalid_argument(std::string(flag) + " " + *path + " cannot be read");
+  }
+}
+
+void SetClientTls(const TlsFiles& tls) { ClientTls() = tls; }
+
 std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const std::string& token,
                                             int timeout_seconds) {
-  static const std::regex url_re(R"(^http://[^/\s:]+(:\d+)?/?$)");
+  static const std::regex url_re(R"(^https?://[^/\s:]+(:\d+)?/?$)");
   if (!std::regex_match(base_url, url_re)) {
-    throw std::invalid_argument("api_url must look like http://host:port (got \"" + base_url +
-                                "\")");
+    throw std::invalid_argument(
+        "api_url must look like http://host:port or https://host:port (got \"" + base_url + "\")");
   }
   std::string url = base_url;
   if (url.back() == '/') url.pop_back();
-  auto c = std::make_unique<httplib::Client>(url);
+  const TlsFiles& tls = ClientTls();
+  bool https = url.rfind("https://", 0) == 0;
+  auto c = https && !tls.cert.empty() ? std::make_unique<httplib::Client>(url, tls.cert, tls.key)
+                                      : std::make_unique<httplib::Client>(url);
+  if (https) {
+    if (!tls.ca.empty()) c->set_ca_cert_path(tls.ca.c_str());
+    c->enable_server_certificate_verification(true);
+  }
   c->set_connection_timeout(timeout_seconds, 0);
   c->set_read_timeout(timeout_seconds, 0);
   c->set_write_timeout(timeout_seconds, 0);

@@ -27,8 +27,26 @@ bool Authorized(const httplib::Request& req, const std::string& token);
 // Writes {"error": message} with the given status.
 void ErrorResponse(httplib::Response& res, int status, const std::string& message);
 
-// A client for "http://host:port" with the token set and short timeouts.
-// Throws std::invalid_argument for a URL that is not http://host:port.
+// TLS for the host API (optional). A daemon given a certificate and key
+// serves HTTPS; given a CA file, a server asks its clients for certificates
+// signed by it (mutual TLS), and a client trusts only servers it signed.
+struct TlsFiles {
+  std::string ca;    // --tls-ca
+  std::string cert;  // --tls-cert
+  std::string key;   // --tls-key
+};
+// Checks that each file given can be read and that cert and key come
+// together. Throws std::invalid_argument naming the flag.
+void CheckTlsFiles(const TlsFiles& tls);
+// What every client made by MakeClient uses for https:// URLs: set once at
+// start, before any client is made (daemons: their --tls-* flags; the CLI:
+// $PGFLEET_TLS_CA, $PGFLEET_TLS_CERT, $PGFLEET_TLS_KEY).
+void SetClientTls(const TlsFiles& tls);
+
+// A client for "http://host:port" or "https://host:port" with the token set
+// and short timeouts (https: the server's certificate is verified against
+// the CA of SetClientTls, else the system's; the client certificate of
+// SetClientTls is presented). Throws std::invalid_argument for another URL.
 std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const std::string& token,
                                             int timeout_seconds = 5);
 
