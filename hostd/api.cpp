@@ -195,7 +195,9 @@ void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Respo
                         items[i].attempt, &why);
     if (!t) {
       api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
-      spdlog::warn("host={} dispatch refused: jobs[{}].ticket: {}", api.agent.Config().id, i, why);
+      // Debug only: forged requests must not flood the log (the metric counts them).
+      spdlog::debug("host={} dispatch refused: jobs[{}].ticket: {}", api.agent.Config().id, i,
+                    why);
       net::ErrorResponse(res, 403, "jobs[" + std::to_string(i) + "].ticket: " + why);
       return;
     }
