@@ -8,6 +8,7 @@
 
 #include "core/net/endpoint.h"
 #include "core/net/http.h"
+#include "core/net/ticket.h"
 
 namespace pgfleet::cli {
 
@@ -46,7 +47,7 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
       std::string why, token;
       std::string ticket = access.ticket ? access.ticket(&why) : std::string();
       if (!ticket.empty()) {
-        headers.emplace("X-Pgfleet-Ticket", ticket);
+        headers.emplace(net::kTicketHeader, ticket);
       } else if (!access.token.empty()) {
         token = access.token;
       } else {

@@ -45,17 +45,21 @@ std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, n
                                       int64_t job, int attempt, std::string* why) {
   const HostConfig& self = api.agent.Config();
   int64_t now = net::UnixNow();
+  auto refused = [&api]() -> std::optional<net::Ticket> {
+    api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
+    return std::nullopt;
+  };
   auto t = net::VerifyTicket(text, self.ticket_key, kind, self.id, now, why);
-  if (!t) return std::nullopt;
+  if (!t) return refused();
   if (t->job != job || (attempt > 0 && t->attempt != attempt)) {
     *why = "ticket is for job " + std::to_string(t->job) + " attempt " +
            std::to_string(t->attempt) + ", not job " + std::to_string(job) +
            (attempt > 0 ? " attempt " + std::to_string(attempt) : std::string());
-    return std::nullopt;
+    return refused();
   }
   if (!api.replay->FirstUse(*t, now)) {
     *why = "ticket already used (a ticket is taken once)";
-    return std::nullopt;
+    return refused();
   }
   return t;
 }
@@ -194,10 +198,8 @@ void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Respo
     auto t = TakeTicket(api, items[i].ticket, net::TicketKind::kDispatch, items[i].job,
                         items[i].attempt, &why);
     if (!t) {
-      api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
       // Debug only: forged requests must not flood the log (the metric counts them).
-      spdlog::debug("host={} dispatch refused: jobs[{}].ticket: {}", api.agent.Config().id, i,
-                    why);
+      spdlog::debug("host={} dispatch refused: jobs[{}].ticket: {}", api.agent.Config().id, i, why);
       net::ErrorResponse(res, 403, "jobs[" + std::to_string(i) + "].ticket: " + why);
       return;
     }
@@ -257,10 +259,7 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
   std::string why;
   auto t = TakeTicket(api, req.get_header_value(routes::kTicketHeader), net::TicketKind::kStop, id,
                       attempt < 0 ? 0 : attempt, &why);
-  if (!t) {
-    api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
-    return net::ErrorResponse(res, 403, std::string(routes::kTicketHeader) + ": " + why);
-  }
+  if (!t) return net::ErrorResponse(res, 403, std::string(routes::kTicketHeader) + ": " + why);
   if (!api.supervisor.Stop(id, t->attempt)) {
     return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
   }

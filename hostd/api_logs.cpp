@@ -141,10 +141,7 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
     std::string why;
     auto t = TakeTicket(api, req.get_header_value(kTicketHeader), net::TicketKind::kLogs, id,
                         attempt < 0 ? 0 : attempt, &why);
-    if (!t) {
-      api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
-      return net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
-    }
+    if (!t) return net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
     attempt = t->attempt;
   }
   std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);

@@ -29,12 +29,12 @@ struct Api {
   std::string token;                         // the cluster token
 };
 
-// The header that carries a stop or logs ticket (a dispatch carries one per job, in its body).
-inline constexpr const char* kTicketHeader = "X-Pgfleet-Ticket";
+using net::kTicketHeader;
 
 // Checks `text` as this host's ticket of `kind` for job/attempt (attempt 0:
 // any attempt, the ticket's is then returned) and takes it (never twice).
-// Returns the ticket, or nullopt with *why naming the rule it broke.
+// Returns the ticket, or nullopt with *why naming the rule it broke (counted
+// in pgfleet_host_api_tickets_refused_total).
 std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, net::TicketKind kind,
                                       int64_t job, int attempt, std::string* why);
 

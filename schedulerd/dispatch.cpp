@@ -40,7 +40,7 @@ std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTa
     const Dispatch& d = jobs[i];
     json doc{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}};
     if (!d.uid.empty()) doc["uid"] = d.uid;
-    // A host without a key gets a ticket it refuses (403): the jobs go back to pending.
+    // A host without a key gets no ticket and refuses the job (400): it goes back to pending.
     if (net::IsTicketKey(target.ticket_key)) {
       doc["ticket"] = net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
                                        d.privileged, now + net::kTicketSeconds, ""},
@@ -201,7 +201,7 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
     try {
       httplib::Headers headers;
       if (net::IsTicketKey(s.ticket_key)) {
-        headers.emplace("X-Pgfleet-Ticket",
+        headers.emplace(net::kTicketHeader,
                         net::SignTicket({net::TicketKind::kStop, s.host_id, s.job_id, s.attempt,
                                          false, net::UnixNow() + net::kTicketSeconds, ""},
                                         s.ticket_key));

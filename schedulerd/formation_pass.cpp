@@ -35,8 +35,8 @@ FormationPass::Placed FormationPass::Place(
     specs[p.request.id] = &p;
     todo.push_back(p.request);
   }
-  std::map<std::string, std::string> urls;  // host id -> API URL, from the snapshots
-  std::map<std::string, std::string> keys;  // host id -> ticket key, from the snapshots
+  // Host id -> its API URL and ticket key (no jobs), from the snapshots.
+  std::map<std::string, HostTarget> reach;
   std::map<int64_t, const placement::JobRequest*> requests;
   for (const auto& p : claimed) requests[p.request.id] = &p.request;
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
@@ -47,8 +47,7 @@ FormationPass::Placed FormationPass::Place(
         round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx);
     std::vector<placement::HostView> hosts;
     for (auto& h : snapshot) {
-      urls[h.view.id] = h.api_url;
-      keys[h.view.id] = h.ticket_key;
+      reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, {}};
       hosts.push_back(std::move(h.view));
     }
     auto plan = placement::PlanPlacements(todo, std::move(hosts));
@@ -59,8 +58,8 @@ FormationPass::Placed FormationPass::Place(
       done.insert(a.job_id);
       Charge(pass_hosts, a.host_id, *requests[a.job_id]);
       auto& target = out.planned[a.host_id];
-      target.api_url = urls[a.host_id];
-      target.ticket_key = keys[a.host_id];
+      target.api_url = reach[a.host_id].api_url;
+      target.ticket_key = reach[a.host_id].ticket_key;
       target.jobs.push_back(Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec,
                                      specs[a.job_id]->uid, requests[a.job_id]->privileged});
       out.reasons.erase(a.job_id);

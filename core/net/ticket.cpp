@@ -212,11 +212,6 @@ bool ReplayGuard::FirstUse(const Ticket& t, int64_t now) {
   return seen_.emplace(t.nonce, t.expires).second;
 }
 
-size_t ReplayGuard::Remembered() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return seen_.size();
-}
-
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -40,6 +40,9 @@ struct Ticket {
 // is soon worthless.
 inline constexpr int64_t kTicketSeconds = 60;
 
+// The header that carries a stop or logs ticket (a dispatch carries one per job, in its body).
+inline constexpr const char* kTicketHeader = "X-Pgfleet-Ticket";
+
 // A new host key: 32 random bytes as 64 lowercase hex digits.
 std::string NewTicketKey();
 // True when key is 64 hex digits.
@@ -68,7 +71,6 @@ class ReplayGuard {
  public:
   // True the first time `t` is seen (and remembers it); false after.
   bool FirstUse(const Ticket& t, int64_t now);
-  size_t Remembered() const;
 
  private:
   mutable std::mutex mu_;
