@@ -43,10 +43,13 @@ int CmdHosts(const std::vector<std::string>& args) {
   std::vector<std::vector<std::string>> table;
   for (const auto& h : hosts) {
     table.push_back({h.id, h.shown_state, h.heartbeat_age + "s", h.cpu, h.memory, h.running_jobs,
-                     h.labels, h.driver, h.api_url, h.driver_note, h.condition});
+                     h.cpu_used.empty() ? "-" : h.cpu_used,
+                     h.memory_used.empty() ? "-" : h.memory_used, h.labels, h.driver, h.api_url,
+                     h.driver_note, h.condition});
   }
-  PrintTable({"ID", "STATE", "HEARTBEAT", "CPU FREE", "MEMORY FREE", "RUNNING", "LABELS", "DRIVER",
-              "API", "DRIVER NOTE", "CONDITION"},
+  // FREE: not given to jobs; USED: what its running jobs use now (cores, memory).
+  PrintTable({"ID", "STATE", "HEARTBEAT", "CPU FREE", "MEMORY FREE", "RUNNING", "CPU USED",
+              "MEM USED", "LABELS", "DRIVER", "API", "DRIVER NOTE", "CONDITION"},
              table);
   return kExitOk;
 }

@@ -1,6 +1,7 @@
 // pgfleet ps | inspect | stop: listing, examining and cancelling jobs.
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "cli/command.h"
@@ -13,6 +14,8 @@ namespace {
 
 using nlohmann::json;
 
+std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
+
 void PrintJobTable(const std::vector<JobRow>& jobs) {
   std::vector<std::vector<std::string>> table;
   for (const auto& j : jobs) {
@@ -20,10 +23,12 @@ void PrintJobTable(const std::vector<JobRow>& jobs) {
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     table.push_back({std::to_string(j.id), j.formation, std::string(model::ToString(j.state)),
                      std::to_string(j.attempt), j.host_id, std::to_string(j.cpu) + "m",
-                     std::to_string(j.memory) + "Mi", j.created, cmd, j.error});
+                     std::to_string(j.memory) + "Mi", Dash(j.cpu_used), Dash(j.memory_used),
+                     j.created, cmd, j.error});
   }
-  PrintTable({"ID", "FORMATION", "STATE", "ATTEMPT", "HOST", "CPU", "MEMORY", "CREATED", "COMMAND",
-              "REASON"},
+  // CPU and MEMORY: what the job asked for; USED: what it uses now.
+  PrintTable({"ID", "FORMATION", "STATE", "ATTEMPT", "HOST", "CPU", "MEMORY", "CPU USED",
+              "MEM USED", "CREATED", "COMMAND", "REASON"},
              table);
 }
 
@@ -37,6 +42,14 @@ void PrintJobDocument(const json& job) {
   };
   for (const auto& k : kFirst) {
     if (job.contains(k)) print(k, job[k]);
+  }
+  // What a running attempt uses now, beside what it asked for.
+  if (job.contains("cpu_used") && job["cpu_used"].is_number()) {
+    char line[160];
+    std::snprintf(line, sizeof line, "in use: %.2f cores (asked %sm), %.1f MiB (asked %s MiB)",
+                  job["cpu_used"].get<double>(), job["cpu"].dump().c_str(),
+                  job.value("memory_used_bytes", 0.0) / 1048576.0, job["memory"].dump().c_str());
+    std::cout << line << ", measured at " << job.value("usage_at", std::string("?")) << "\n";
   }
   for (auto& [k, v] : job.items()) {
     if (k == "events" || k == "output_tail") continue;

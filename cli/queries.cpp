@@ -52,6 +52,8 @@ constexpr db::Statement kListJobs{
     "select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.cpu,"
     "       j.memory, to_char(j.created_at, 'YYYY-MM-DD HH24:MI:SS') as created,"
     "       array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,"
+    "       coalesce(to_char(j.cpu_used, 'FM9999990.00'), '') as cpu_used,"
+    "       coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,"
     "       to_jsonb(j)::text as doc"
     "  from pgfleet.visible_jobs j"
     " where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))"
@@ -93,6 +95,8 @@ constexpr db::Statement kListHosts{
     "       coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,"
     "       h.cpu_free || '/' || h.cpu || 'm' as cpu,"
     "       h.memory_free || '/' || h.memory || 'Mi' as memory, h.running_jobs,"
+    "       coalesce(to_char(h.cpu_used, 'FM9999990.00'), '') as cpu_used,"
+    "       coalesce(round(h.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,"
     "       h.labels::text as labels, h.driver, coalesce(h.driver_note, '') as driver_note,"
     "       h.api_url, to_jsonb(h)::text as doc"
     "  from pgfleet.host_status h order by h.id"};
@@ -242,6 +246,8 @@ std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter
     j.created = r["created"].as<std::string>();
     j.command = r["command"].as<std::string>();
     j.error = r["error"].as<std::string>();
+    j.cpu_used = r["cpu_used"].as<std::string>();
+    j.memory_used = r["memory_used"].as<std::string>();
     j.json = r["doc"].as<std::string>();
     out.push_back(std::move(j));
   }
@@ -289,6 +295,8 @@ std::vector<HostRow> ListHosts(pqxx::transaction_base& tx) {
     h.cpu = r["cpu"].as<std::string>();
     h.memory = r["memory"].as<std::string>();
     h.running_jobs = r["running_jobs"].as<std::string>();
+    h.cpu_used = r["cpu_used"].as<std::string>();
+    h.memory_used = r["memory_used"].as<std::string>();
     h.labels = r["labels"].as<std::string>();
     h.driver = r["driver"].as<std::string>();
     h.driver_note = r["driver_note"].as<std::string>();

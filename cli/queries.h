@@ -94,7 +94,10 @@ struct JobRow {
   std::string created;  // "YYYY-MM-DD HH24:MI:SS", the database's time zone
   std::string command;  // argv joined by spaces
   std::string error;    // "" when none
-  std::string json;     // the whole pgfleet.jobs row as a JSON object
+  // In use now (hostd --usage-interval): cores ("0.98") and "12.3Mi"; "" when
+  // the job is not running or not measured yet.
+  std::string cpu_used, memory_used;
+  std::string json;  // the whole pgfleet.jobs row as a JSON object
 };
 std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter);
 
@@ -134,7 +137,8 @@ struct HostRow {
   std::string cpu;            // "free/totalm"
   std::string memory;         // "free/totalMi"
   std::string running_jobs;
-  std::string labels;  // JSON object
+  std::string cpu_used, memory_used;  // by its running jobs now: cores, "12.3Mi"; "" if none
+  std::string labels;                 // JSON object
   std::string driver;
   std::string driver_note;  // "" when none
   std::string api_url;

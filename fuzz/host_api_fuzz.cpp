@@ -136,6 +136,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // A well-formed request always gets an answer, and soon; a raw one may be
   // incomplete, so the server rightly waits for more.
-  if (!Exchange(host.port, request, raw ? 200 : 10000) && !raw) std::abort();
+  if (!Exchange(host.port, request, raw ? 200 : 10000) && !raw) {
+    // A hang: leave every thread's stack beside the finding, then fail.
+    if (const char* dump = std::getenv("HOST_API_FUZZ_STALL_DUMP")) {
+      std::string cmd = "gdb -p " + std::to_string(getpid()) +
+                        " -batch -ex 'thread apply all bt' > " + dump + " 2>&1";
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "no stack dump (%s)\n", cmd.c_str());
+    }
+    std::abort();
+  }
   return 0;
 }

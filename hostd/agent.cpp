@@ -20,7 +20,8 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       conn_(config_.dsn, "host " + config_.id),
-      lease_(config_.data_dir) {
+      lease_(config_.data_dir),
+      usage_(config_.driver, config_.id) {
   ttl_ms_ = config_.host_ttl.count();
   conn_.SetOnConnect(store::Prepare);
 }
@@ -96,9 +97,17 @@ void Agent::Register(pqxx::connection& conn) {
 void Agent::Heartbeat(pqxx::connection& conn) {
   int64_t sent = BootTimeNs();
   // One statement: autocommit saves the BEGIN and COMMIT round trips.
+  // Live usage rides along every --usage-interval (not every heartbeat).
+  std::vector<UsageReading> usage;
+  const bool with_usage = Clock::now() - last_usage_ >= config_.usage_interval;
+  if (with_usage) {
+    usage = usage_.Sample(supervisor_->List());
+    last_usage_ = Clock::now();
+  }
   pqxx::nontransaction tx(conn);
-  auto status = store::Heartbeat(tx, config_.id, generation_,
-                                 static_cast<int>(supervisor_->LiveCount()), Condition());
+  auto status =
+      store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()),
+                       Condition(), with_usage ? &usage : nullptr);
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
   if (!status) {
     spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);

@@ -29,6 +29,7 @@
 #include "hostd/lease.h"
 #include "hostd/store.h"
 #include "hostd/supervisor.h"
+#include "hostd/usage.h"
 
 namespace pgfleet::hostd {
 
@@ -136,6 +137,8 @@ class Agent {
   std::atomic<bool> reregister_{false};      // set by the watchdog after fencing
   std::atomic<bool> first_try_done_{false};  // the first database round has been tried
   bool ttl_warned_ = false;
+  UsageSampler usage_;              // live usage, sent with heartbeats
+  Clock::time_point last_usage_{};  // when it last was
   // The watchdog's alone:
   int64_t watchdog_started_ns_ = 0;
   bool fenced_ = false;

@@ -128,6 +128,7 @@ HostConfig ConfigOf(const HollowOptions& o, const std::string& id, const std::st
   c.driver_note = "hollow host: one of " + std::to_string(o.hosts) +
                   " simulated by one pgfleet-hostd process; its jobs run no process";
   c.heartbeat_interval = o.heartbeat_interval;
+  c.usage_interval = o.usage_interval;
   c.reconcile_interval = o.reconcile_interval;
   c.self_fence = o.self_fence;
   c.shim_fence = false;

@@ -34,6 +34,7 @@ struct HollowOptions {
   int cpu = 4000;         // --cpu, millicores per host
   int memory = 8192;      // --memory, MiB per host
   std::map<std::string, std::string> labels;              // --label, on every host
+  std::chrono::milliseconds usage_interval{10000};        // --usage-interval
   std::chrono::milliseconds heartbeat_interval{2000};     // --heartbeat-interval
   std::chrono::milliseconds host_ttl{kDefaultHostTtlMs};  // --host-ttl
   std::chrono::milliseconds reconcile_interval{5000};     // --reconcile-interval

@@ -43,6 +43,9 @@ struct HostConfig {
   // Above this percentage of the data directory's filesystem the host says it
   // is under disk pressure and gets no new jobs (--disk-full-percent).
   int disk_full_percent = 95;
+  // How often the running attempts' live usage goes with a heartbeat
+  // (--usage-interval; usage.h). At most as often as heartbeats.
+  std::chrono::milliseconds usage_interval{10000};
 };
 
 }  // namespace pgfleet::hostd

@@ -93,7 +93,10 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "fuller than this (1-100)")(
       "disk-full-percent", po::value(&f->disk_full_percent)->default_value(f->disk_full_percent),
       "at or above this percentage of the data directory's filesystem, take no new jobs (a "
-      "disk pressure condition in pgfleet.host_status) until it falls below (1-100)");
+      "disk pressure condition in pgfleet.host_status) until it falls below (1-100)")(
+      "usage-interval", po::value(&f->usage_interval_text)->default_value(f->usage_interval_text),
+      "how often each running job's CPU and memory in use go to the database, with a heartbeat "
+      "(pgfleet.visible_jobs cpu_used, memory_used_bytes; pgfleet ps); 1s to 1h");
 }
 
 // Throws naming the flag, the value and the rule.
@@ -129,6 +132,11 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
   bounded("--gc-disk-percent", f->gc_disk_percent, 1, 100);
   bounded("--disk-full-percent", f->disk_full_percent, 1, 100);
   f->gc_after = util::ParseDuration("--gc-after", f->gc_after_text);
+  f->usage_interval = util::ParseSeconds("--usage-interval", f->usage_interval_text);
+  if (f->usage_interval < 1 || f->usage_interval > 3600) {
+    throw std::invalid_argument(
+        fmt::format("--usage-interval must be between 1s and 1h (got {})", f->usage_interval_text));
+  }
   for (const auto& l : f->labels) f->label_map.insert(model::ParseKeyValue("--label", l));
 }
 

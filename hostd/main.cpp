@@ -160,6 +160,7 @@ pgfleet::hostd::HostConfig MakeHostConfig(const pgfleet::daemon::CommonFlags& co
   config.shim_fence = f.shim_fence;
   config.data_dir = f.data_dir;
   config.disk_full_percent = f.disk_full_percent;
+  config.usage_interval = std::chrono::milliseconds(static_cast<int64_t>(f.usage_interval * 1000));
   config.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
   return config;
 }
@@ -180,6 +181,7 @@ pgfleet::hostd::HollowOptions MakeHollowOptions(const pgfleet::daemon::CommonFla
   o.reconcile_interval = std::chrono::milliseconds(static_cast<int64_t>(f.reconcile * 1000));
   o.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
   o.self_fence = f.self_fence;
+  o.usage_interval = std::chrono::milliseconds(static_cast<int64_t>(f.usage_interval * 1000));
   o.db_connections = f.db_connections;
   return o;
 }

@@ -1,5 +1,6 @@
 #include "hostd/store.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/db/statements.h"
@@ -19,9 +20,9 @@ constexpr db::Statement kHostTtl{
     "hostd_host_ttl", "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
 
 // The host state is compared here, in SQL, where host states are defined.
-constexpr db::Statement kHeartbeat{
-    "hostd_heartbeat",
-    "select state, state = 'lost' as lost, generation from pgfleet.heartbeat($1, $2, $3, $4)"};
+constexpr db::Statement kHeartbeat{"hostd_heartbeat",
+                                   "select state, state = 'lost' as lost, generation"
+                                   "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
 
 constexpr db::Statement kReportJobs{
     "hostd_report_jobs",
@@ -56,8 +57,20 @@ std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx) {
 
 std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
                                     int64_t generation, int running_jobs,
-                                    const std::string& condition) {
-  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs, condition);
+                                    const std::string& condition,
+                                    const std::vector<UsageReading>* usage) {
+  std::optional<std::string> readings;
+  if (usage) {
+    json a = json::array();
+    for (const auto& u : *usage) {
+      a.push_back({{"job", u.job},
+                   {"attempt", u.attempt},
+                   {"cpu_cores", std::round(u.cpu_cores * 1000) / 1000},
+                   {"memory_bytes", u.memory_bytes}});
+    }
+    readings = a.dump();
+  }
+  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs, condition, readings);
   if (rows.empty()) return std::nullopt;
   HostStatus s;
   s.state = rows[0]["state"].as<std::string>();

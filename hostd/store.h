@@ -19,6 +19,7 @@
 #include "core/model/report.h"
 #include "core/model/states.h"
 #include "hostd/host_config.h"
+#include "hostd/usage.h"
 
 namespace pgfleet::hostd::store {
 
@@ -39,10 +40,13 @@ struct HostStatus {
 };
 // Records a heartbeat of this generation; nullopt when the host is not in
 // pgfleet.hosts any more.
-// condition: why the host takes no new work ("" when it does).
+// condition: why the host takes no new work ("" when it does); usage: the
+// live usage of its running attempts (usage.h), or nullptr when this
+// heartbeat carries none.
 std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
                                     int64_t generation, int running_jobs,
-                                    const std::string& condition);
+                                    const std::string& condition,
+                                    const std::vector<UsageReading>* usage = nullptr);
 
 // The database's verdict on one report.
 struct ReportResult {

@@ -28,6 +28,8 @@ begin
   insert into pgfleet.host_heartbeats (host_id, last_seen, generation)
   values (p_id, now(), v_generation)
   on conflict (host_id) do update set last_seen = now(), generation = excluded.generation;
+  -- Readings of an earlier generation's attempts: its next heartbeat sends today's.
+  delete from pgfleet.job_usage where host_id = p_id;
   perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());  -- new capacity
   return v_generation;
 end $$;
@@ -40,8 +42,12 @@ comment on function pgfleet.register_host(text, text, integer, integer, jsonb, t
 -- The three-argument heartbeat of earlier versions: a hostd of today sends its
 -- condition too (a call with three arguments still reaches the one below).
 drop function if exists pgfleet.heartbeat(text, bigint, integer);
+-- Before live usage the heartbeat had no p_usage: one function, not two
+-- overloads a four-argument call could not choose between.
+drop function if exists pgfleet.heartbeat(text, bigint, integer, text);
 create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer,
-                                             p_condition text default null)
+                                             p_condition text default null,
+                                             p_usage jsonb default null)
 returns table (state text, generation bigint)
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 #variable_conflict use_column
@@ -55,14 +61,54 @@ begin
     from pgfleet.host_heartbeats was
    where hb.host_id = p_host and hb.generation = p_generation and was.host_id = hb.host_id
   returning was.condition into v_had;
+  -- Live usage (hostd --usage-interval), when this heartbeat carries it: what
+  -- the host runs now replaces what it ran at its previous reading.
+  if found and p_usage is not null then
+    perform pgfleet.record_usage(p_host, p_usage);
+  end if;
   -- A condition that cleared gives capacity back: wake sleeping schedulers.
   if v_had is not null and nullif(p_condition, '') is null then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
   return query select h.state, h.generation from pgfleet.hosts h where h.id = p_host;
 end $$;
-comment on function pgfleet.heartbeat(text, bigint, integer, text) is
-  'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work); returns the host''s state and generation as the database sees them.';
+comment on function pgfleet.heartbeat(text, bigint, integer, text, jsonb) is
+  'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work) and, every --usage-interval, the live usage of its running attempts (pgfleet.record_usage); returns the host''s state and generation as the database sees them.';
+
+-- p_usage: [{"job":1,"attempt":1,"cpu_cores":0.5,"memory_bytes":1048576}, ...],
+-- every attempt the host runs. Elements that are not of that shape are
+-- skipped, never an error: a heartbeat must not fail over a reading.
+-- PL/pgSQL, not SQL, so the statement's plan is kept for the session.
+create or replace function pgfleet.record_usage(p_host text, p_usage jsonb) returns void
+language plpgsql as $$
+begin
+  with u as (
+    select distinct on (job, attempt) job, attempt, cpu, mem
+      from (select (e ->> 'job')::bigint as job, (e ->> 'attempt')::integer as attempt,
+                   (e ->> 'cpu_cores')::real as cpu,
+                   (e ->> 'memory_bytes')::bigint as mem
+              from jsonb_array_elements(case jsonb_typeof(p_usage) when 'array' then p_usage
+                                                                   else '[]' end) e
+             where jsonb_typeof(e) = 'object'
+               and (e ->> 'job') ~ '^[1-9][0-9]{0,17}$' and (e ->> 'attempt') ~ '^[1-9][0-9]{0,8}$'
+               and case jsonb_typeof(e -> 'cpu_cores') when 'number'
+                        then (e ->> 'cpu_cores')::numeric between 0 and 1e6 else false end
+               and (e ->> 'memory_bytes') ~ '^[0-9]{1,18}$') x
+  ),
+  gone as (
+    delete from pgfleet.job_usage j
+     where j.host_id = p_host
+       and not exists (select 1 from u where u.job = j.job_id and u.attempt = j.attempt)
+  )
+  insert into pgfleet.job_usage as j (job_id, attempt, host_id, cpu_cores, memory_bytes, sampled_at)
+  select u.job, u.attempt, p_host, u.cpu, u.mem, now() from u
+  on conflict (job_id, attempt, host_id) do update
+     set cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,
+         sampled_at = excluded.sampled_at;
+end $$;
+comment on function pgfleet.record_usage(text, jsonb) is
+  'Replaces host p_host''s rows of pgfleet.job_usage by the readings in p_usage (called by pgfleet.heartbeat, which checks the host).';
+revoke execute on function pgfleet.record_usage(text, jsonb) from public;
 
 create or replace function pgfleet.set_host_state(p_host text, p_state text) returns void
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$

@@ -22,11 +22,24 @@ select h.id,
        h.driver_note,
        h.generation,
        h.api_url,
-       h.registered_at
+       h.registered_at,
+       h.cpu_allocated,
+       h.memory_allocated,
+       u.cpu_used,
+       u.memory_used_bytes,
+       u.usage_at
   from pgfleet.hosts h
-  left join pgfleet.host_heartbeats hb on hb.host_id = h.id;
+  left join pgfleet.host_heartbeats hb on hb.host_id = h.id
+  -- what its running attempts use now (pgfleet.job_usage), beside what they were given
+  left join lateral (
+    select round(sum(x.cpu_cores)::numeric, 2) as cpu_used, sum(x.memory_bytes) as memory_used_bytes,
+           max(x.sampled_at) as usage_at
+      from pgfleet.job_usage x
+      join pgfleet.jobs j on j.id = x.job_id and j.attempt = x.attempt and j.host_id = x.host_id
+                         and j.state = 'running'
+     where x.host_id = h.id) u on true;
 comment on view pgfleet.host_status is
-  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts.';
+  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval).';
 
 drop view if exists pgfleet.formation_status;
 create view pgfleet.formation_status as

@@ -65,11 +65,15 @@ select j.id, j.formation, j.command,
        j.desired_state, j.attempt, j.failures, j.host_losses, j.not_before, j.host_id, j.pid,
        j.exit_code, j.signal, j.oom_killed, j.error, j.output_tail, j.peak_memory_bytes,
        j.cpu_seconds, j.created_at, j.assigned_at, j.started_at, j.finished_at,
-       j.requeue_on_stop, j.owner, j.privileged, j.log_max_files, j.log_max_file_mb
+       j.requeue_on_stop, j.owner, j.privileged, j.log_max_files, j.log_max_file_mb,
+       u.cpu_cores as cpu_used, u.memory_bytes as memory_used_bytes, u.sampled_at as usage_at
   from pgfleet.jobs j
+  -- live usage of the running attempt, as its host last measured it
+  left join pgfleet.job_usage u
+    on j.state = 'running' and u.job_id = j.id and u.attempt = j.attempt and u.host_id = j.host_id
  where j.owner = pgfleet.caller() or pgfleet.sees_every_job();
 comment on view pgfleet.visible_jobs is
-  'pgfleet.jobs as the caller may see it: a submitter its own jobs, operators, readers and schedulers every job; env values masked (********) for readers and for jobs the caller does not own. The CLI reads jobs here.';
+  'pgfleet.jobs as the caller may see it: a submitter its own jobs, operators, readers and schedulers every job; env values masked (********) for readers and for jobs the caller does not own; cpu_used (cores), memory_used_bytes and usage_at: what a running attempt uses now (pgfleet.job_usage). The CLI reads jobs here.';
 
 -- Nobody outside the roles reaches the schema.
 revoke all on schema pgfleet from public;

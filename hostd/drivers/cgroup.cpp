@@ -349,6 +349,26 @@ CgroupUsage JobCgroup::ReadUsage() const {
   return u;
 }
 
+std::optional<CgroupNow> ReadCgroupNow(const CgroupSystem& sys, const std::string& path) {
+  // A group that is gone has no files; "0" from an existing one is a reading.
+  auto read = [&](const char* controller, const char* file, std::string* out) {
+    *out = util::ReadFileOrEmpty(sys.Dir(controller, path) + "/" + file);
+    return !out->empty();
+  };
+  std::string cpu, mem;
+  CgroupNow now;
+  if (sys.unified()) {
+    if (!read("cpu", "cpu.stat", &cpu) || !read("memory", "memory.current", &mem)) return {};
+    now.cpu_seconds = KeyedValue(cpu, "usage_usec") / 1e6;
+  } else {
+    if (!read("cpuacct", "cpuacct.usage", &cpu) || !read("memory", "memory.usage_in_bytes", &mem))
+      return {};
+    now.cpu_seconds = ParseInt(cpu) / 1e9;
+  }
+  now.memory_bytes = ParseInt(mem);
+  return now;
+}
+
 void JobCgroup::Destroy() {
   if (destroyed_) return;
   if (!KillAll()) {

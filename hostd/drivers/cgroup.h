@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,17 @@ struct CgroupUsage {
   int64_t peak_memory_bytes = 0;  // memory.max_usage_in_bytes / memory.peak
   double cpu_seconds = 0;         // cpuacct.usage / cpu.stat usage_usec
 };
+
+// What a job's cgroup uses now (live usage, hostd/usage.h).
+struct CgroupNow {
+  double cpu_seconds = 0;    // cumulative: cpu.stat usage_usec / cpuacct.usage
+  int64_t memory_bytes = 0;  // memory.current / memory.usage_in_bytes
+};
+
+class CgroupSystem;
+// Reads the group at `path` (as JobCgroup names it) without taking it over;
+// nullopt when it does not exist (gone, or never made).
+std::optional<CgroupNow> ReadCgroupNow(const CgroupSystem& sys, const std::string& path);
 
 // The host's cgroup setup, found once per process.
 class CgroupSystem {

@@ -299,6 +299,12 @@ std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts) {
   return std::make_unique<ContainerDriver>(*sys, opts, data_dir, staging);
 }
 
+std::optional<CgroupNow> ReadJobCgroupNow(const std::string& host_id, int64_t job_id, int attempt) {
+  const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  if (!sys) return {};
+  return ReadCgroupNow(*sys, JobCgroupPath(host_id, job_id, attempt));
+}
+
 int RemoveJobCgroup(const std::string& host_id, int64_t job_id, int attempt) {
   const CgroupSystem* sys = CgroupSystem::Get(nullptr);
   if (!sys) return 0;

@@ -46,8 +46,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "hostd/drivers/cgroup.h"
 #include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd {
@@ -58,6 +60,10 @@ bool ContainerDriverAvailable(std::string* why);
 
 // Throws DriverError when the driver is not available (see above).
 std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts);
+
+// What the cgroup of a job's attempt uses now; nullopt when it has none
+// (not the container driver, cgroups not usable, or already deleted).
+std::optional<CgroupNow> ReadJobCgroupNow(const std::string& host_id, int64_t job_id, int attempt);
 
 // Cleaning up after shims that did not (hostd calls these; the container
 // driver's own path ends with Wait() deleting the cgroup):

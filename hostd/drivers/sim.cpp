@@ -113,8 +113,11 @@ void SimTimer::Loop() {
       continue;
     }
     auto now = Clock::now();
-    if (queue_.top().deadline > now) {
-      cv_.wait_until(lock, queue_.top().deadline);
+    // A copy: wait_until reads its deadline again after waking, and an At()
+    // meanwhile may have moved the queue's storage (found by ASan).
+    const Clock::time_point next = queue_.top().deadline;
+    if (next > now) {
+      cv_.wait_until(lock, next);
       continue;
     }
     while (!queue_.empty() && queue_.top().deadline <= now) {

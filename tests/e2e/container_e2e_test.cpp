@@ -75,7 +75,7 @@ class ContainerE2eTest : public ::testing::Test {
     cluster_->StartScheduler("s1");
     host_ = NewHostId("c");
     container_hosts_.push_back(host_);
-    cluster_->StartHost(host_, 4000, 4000, {"--driver", "container"});
+    cluster_->StartHost(host_, 4000, 4000, {"--driver", "container", "--usage-interval", "1s"});
     ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
     ASSERT_EQ("container",
               db_.Scalar("select driver from pgfleet.hosts where id = '" + host_ + "'"))
@@ -276,6 +276,25 @@ TEST_F(ContainerE2eTest, StopCancelsARunningJobWithinItsGraceAndRemovesItsCgroup
     EXPECT_TRUE(Subdirs(dir).empty()) << dir << " still has job cgroups";
   }
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+// Live usage (host disk and insight issue, item 4): read from the job's cgroup.
+TEST_F(ContainerE2eTest, ABusyJobShowsItsCpuAndMemoryInUseFromItsCgroup) {
+  std::string id = Submit({"--cpu", "1000", "--rootfs", rootfs_, "--", "sha256sum", "/dev/zero"});
+  ASSERT_TRUE(WaitState(id, "running")) << JobsByState();
+  const std::string used =
+      "select coalesce(cpu_used, -1) from pgfleet.visible_jobs where id = " + id;
+  // Heartbeats every 0.5 s carry usage every 1 s: a few seconds at most.
+  ASSERT_TRUE(WaitFor([&] { return std::stod(db_.Scalar(used)) > 0.5; }, 15s))
+      << "cpu_used " << db_.Scalar(used);
+  EXPECT_EQ("t",
+            db_.Scalar("select memory_used_bytes > 0 from pgfleet.visible_jobs where id = " + id));
+  EXPECT_EQ(
+      "t", db_.Scalar("select cpu_used > 0.5 from pgfleet.host_status where id = '" + host_ + "'"));
+  CommandResult s = cluster_->Cli({"stop", id}, 30s);
+  ASSERT_EQ(0, s.exit_code) << s.out << s.err;
+  ASSERT_TRUE(WaitFinished(id)) << JobsByState();
+  EXPECT_EQ("-1", db_.Scalar(used)) << "a finished job shows no usage";
 }
 
 TEST_F(ContainerE2eTest, HostsShowTheDriverEachHostdChose) {

@@ -153,6 +153,62 @@ TEST(DispatchFailed, SuspensionBackoffStaysAtItsCapForAnyCount) {
 
 // --- hosts ------------------------------------------------------------------
 
+// Live usage rides on a heartbeat: a reading replaces the host's previous
+// one; what is not a reading is skipped, never failing the heartbeat; only
+// the running attempt's reading is shown.
+TEST(HostUsage, AHeartbeatReplacesTheHostsReadingsAndSkipsMalformedOnes) {
+  TestDatabase db;
+  Sql sql(db);
+  sql.RegisterHost("h1", 4000, 4000);
+  long long a = sql.Submit(1000), b = sql.Submit(1000);
+  sql.Assign({a, b}, "h1");
+  sql.ReportJobs("h1", 1,
+                 json::array({{{"job", a}, {"attempt", 1}, {"kind", "running"}, {"pid", 10}},
+                              {{"job", b}, {"attempt", 1}, {"kind", "running"}, {"pid", 11}}}));
+  auto beat = [&](const json& usage) {
+    return sql.Str("select state from pgfleet.heartbeat('h1', 1, 2, null, $1::jsonb)",
+                   usage.dump());
+  };
+  const json malformed =
+      json::array({{{"job", a}, {"attempt", 1}, {"cpu_cores", 1.5}, {"memory_bytes", 1048576}},
+                   {{"job", b}, {"attempt", 1}, {"cpu_cores", "lots"}, {"memory_bytes", 1}},
+                   {{"job", -1}, {"attempt", 1}, {"cpu_cores", 1}, {"memory_bytes", 1}},
+                   {{"job", b}, {"attempt", 1}, {"cpu_cores", -2}, {"memory_bytes", 1}},
+                   {{"job", b}, {"attempt", 1}, {"cpu_cores", 1}, {"memory_bytes", "1e99"}},
+                   "not an object",
+                   42});
+  EXPECT_EQ("up", beat(malformed));
+  EXPECT_EQ("1.5 1048576",
+            sql.Str("select cpu_used || ' ' || memory_used_bytes from pgfleet.visible_jobs "
+                    "where id = $1",
+                    a));
+  EXPECT_EQ("", sql.Str("select cpu_used from pgfleet.visible_jobs where id = $1", b));
+  EXPECT_EQ("1.50 1048576 2000 128",
+            sql.Str("select cpu_used || ' ' || memory_used_bytes || ' ' || cpu_allocated || ' ' || "
+                    "memory_allocated from pgfleet.host_status where id = 'h1'"));
+  // Not an array at all: nothing recorded, the heartbeat still counts.
+  EXPECT_EQ("up", beat(json::object({{"job", a}})));
+  EXPECT_EQ(0, sql.Num("select count(*) from pgfleet.job_usage"));
+  // The next reading replaces the previous one; one without usage keeps it.
+  EXPECT_EQ(
+      "up",
+      beat(json::array({{{"job", b}, {"attempt", 1}, {"cpu_cores", 0.25}, {"memory_bytes", 7}}})));
+  EXPECT_EQ("up", sql.Str("select state from pgfleet.heartbeat('h1', 1, 2)"));
+  EXPECT_EQ(std::to_string(b) + ":0.25",
+            sql.Str("select string_agg(job_id || ':' || cpu_cores, ',') from pgfleet.job_usage"));
+  // A reading of an attempt that is not the job's running one is not shown.
+  sql.ReportJobs("h1", 1,
+                 json::array({{{"job", b}, {"attempt", 1}, {"kind", "exited"}, {"exit_code", 0}}}));
+  EXPECT_EQ("", sql.Str("select cpu_used from pgfleet.visible_jobs where id = $1", b));
+  EXPECT_EQ("", sql.Str("select cpu_used from pgfleet.host_status where id = 'h1'"));
+  // An older generation's heartbeat records nothing; registering again clears the host's readings.
+  EXPECT_EQ("up", sql.Str("select state from pgfleet.heartbeat('h1', 0, 2, null, $1::jsonb)",
+                          malformed.dump()));
+  EXPECT_EQ(1, sql.Num("select count(*) from pgfleet.job_usage"));
+  sql.RegisterHost("h1", 4000, 4000);
+  EXPECT_EQ(0, sql.Num("select count(*) from pgfleet.job_usage"));
+}
+
 TEST(HostStatus, HostIsAliveRightAfterRegistering) {
   TestDatabase db;
   Sql sql(db);
