@@ -22,8 +22,8 @@ bool Command::Parse(const std::vector<std::string>& args) {
                       "PostgreSQL connection string (else $PGFLEET_DB, else PG* variables)");
   if (reads_host_logs_) {
     opts_.add_options()("token-file", po::value(&token_file_),
-                        "cluster token to read logs from hosts (else $PGFLEET_TOKEN_FILE); "
-                        "without one, a log ticket from the database");
+                        "cluster token for the hosts' APIs (else $PGFLEET_TOKEN_FILE); "
+                        "without one, a ticket from the database");
   }
   if (output_ == kListing) {
     opts_.add_options()("json", po::bool_switch(&json_), "print JSON instead of a table");

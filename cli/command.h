@@ -136,5 +136,7 @@ int CmdDrain(const std::vector<std::string>& args);
 int CmdHost(const std::vector<std::string>& args);
 int CmdFormation(const std::vector<std::string>& args);
 int CmdWait(const std::vector<std::string>& args);
+int CmdFs(const std::vector<std::string>& args);
+int CmdExec(const std::vector<std::string>& args);
 
 }  // namespace pgfleet::cli

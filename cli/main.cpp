@@ -25,6 +25,8 @@ const char* kUsage =
     "  ps [--all] [--formation F]       list jobs\n"
     "  inspect JOB                      everything about a job, with its events\n"
     "  logs JOB [-f] [--tail N]         a job's output\n"
+    "  fs JOB [PATH]                    list a directory or print a file of a job's sandbox\n"
+    "  exec JOB [-i] -- CMD ARG...      run a command inside a running job\n"
     "  wait JOB... [--timeout D]        block until the jobs end; exit with the job's code\n"
     "  stop JOB                         cancel a job (stops it if running)\n"
     "  events [JOB] [-f]                job event history\n"
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
       {"inspect", CmdInspect}, {"logs", CmdLogs},   {"stop", CmdStop},
       {"events", CmdEvents},   {"hosts", CmdHosts}, {"status", CmdStatus},
       {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation},
-      {"wait", CmdWait}};
+      {"wait", CmdWait},       {"fs", CmdFs},       {"exec", CmdExec}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

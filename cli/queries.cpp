@@ -40,6 +40,11 @@ constexpr db::Statement kWaitedJobs{
 constexpr db::Statement kLogTicket{"cli_log_ticket",
                                    "select ticket from pgfleet.log_ticket($1, $2)"};
 
+constexpr db::Statement kHostTicket{
+    "cli_host_ticket",
+    "select host_id, coalesce(api_url, '') as api_url, attempt, ticket"
+    "  from pgfleet.host_ticket($1, $2, nullif($3, 0))"};
+
 constexpr db::Statement kAttemptHost{
     "cli_attempt_host",
     "select e.host_id, coalesce(h.api_url, '') as api_url"
@@ -154,13 +159,12 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(
-      conn,
-      {&kSubmit,         &kJobProgress,       &kWatchJobs, &kUnwatchJobs,     &kWaitedJobs,
-       &kAttemptHost,    &kLogTicket,         &kListJobs,  &kJobDocument,     &kJobEvents,
-       &kCancel,         &kListEvents,        &kListHosts, &kDrain,           &kSetHostState,
-       &kClusterSummary, &kFormationStatuses, &kScale,     &kCreateFormation, &kDeleteFormation,
-       &kRemoveHost});
+  db::PrepareAll(conn, {&kSubmit,          &kJobProgress,       &kWatchJobs, &kUnwatchJobs,
+                        &kWaitedJobs,      &kAttemptHost,       &kLogTicket, &kHostTicket,
+                        &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel,
+                        &kListEvents,      &kListHosts,         &kDrain,     &kSetHostState,
+                        &kClusterSummary,  &kFormationStatuses, &kScale,     &kCreateFormation,
+                        &kDeleteFormation, &kRemoveHost});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -189,6 +193,22 @@ std::string LogTicket(pqxx::connection& conn, int64_t job, int attempt, std::str
     if (msg.rfind("ERROR:  ", 0) == 0) msg = msg.substr(8);
     *why = msg;
     return "";
+  }
+}
+
+std::optional<HostTicketGrant> HostTicket(pqxx::connection& conn, int64_t job,
+                                          const std::string& kind, int attempt, std::string* why) {
+  try {
+    pqxx::nontransaction tx(conn);
+    auto r = db::Exec1(tx, kHostTicket, job, kind, attempt);
+    return HostTicketGrant{r["host_id"].as<std::string>(), r["api_url"].as<std::string>(),
+                           r["ticket"].as<std::string>(), r["attempt"].as<int>()};
+  } catch (const pqxx::sql_error& e) {
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    if (msg.rfind("ERROR:  ", 0) == 0) msg = msg.substr(8);
+    *why = msg;
+    return std::nullopt;
   }
 }
 

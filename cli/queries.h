@@ -75,6 +75,17 @@ std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t jo
 // Runs outside any transaction of conn.
 std::string LogTicket(pqxx::connection& conn, int64_t job, int attempt, std::string* why);
 
+// pgfleet.host_ticket: a ticket of kind "logs", "fs" or "exec" for the
+// attempt (0: the latest) and where its host is; nullopt with *why when the
+// database refuses (not the job's owner or an operator, not running for
+// exec...). Runs outside any transaction of conn.
+struct HostTicketGrant {
+  std::string host_id, api_url, ticket;
+  int attempt = 0;
+};
+std::optional<HostTicketGrant> HostTicket(pqxx::connection& conn, int64_t job,
+                                          const std::string& kind, int attempt, std::string* why);
+
 struct JobFilter {
   bool all = false;          // include final jobs
   std::string formation;     // "" = every formation

@@ -68,6 +68,20 @@ bool HasClusterToken(const Api& api, const httplib::Request& req) {
   return net::Authorized(req, api.token);
 }
 
+bool AuthorizeJobRequest(const Api& api, const httplib::Request& req, httplib::Response& res,
+                         net::TicketKind kind, int64_t id, int* attempt) {
+  if (HasClusterToken(api, req)) return true;
+  std::string why;
+  auto t = TakeTicket(api, req.get_header_value(kTicketHeader), kind, id,
+                      *attempt < 0 ? 0 : *attempt, &why);
+  if (!t) {
+    net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
+    return false;
+  }
+  *attempt = t->attempt;
+  return true;
+}
+
 }  // namespace routes
 
 namespace {
@@ -267,16 +281,22 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
 }
 
 // Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the
-// cluster token, except reading logs with a ticket. What starts or stops a
-// job is its ticket (checked by the route), never the token alone.
+// cluster token, except looking into a job with a ticket (GET .../logs,
+// GET .../fs, POST .../exec: the route checks the ticket). What starts or
+// stops a job is its ticket (checked by the route), never the token alone.
 httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const std::string& token,
                                             metrics::Registry& metrics, const httplib::Request& req,
                                             httplib::Response& res) {
   if (req.path.rfind(guarded, 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-  // Reading logs with a ticket (pgfleet.log_ticket) needs no token: the route checks the ticket.
-  bool logs_ticket = req.method == "GET" && req.has_header(routes::kTicketHeader) &&
-                     req.path.size() > 5 && req.path.compare(req.path.size() - 5, 5, "/logs") == 0;
-  if (!logs_ticket && !net::Authorized(req, token)) {
+  // Looking into a job with a ticket (pgfleet.host_ticket) needs no token.
+  auto ends_with = [&req](const std::string& tail) {
+    return req.path.size() > tail.size() &&
+           req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  bool job_ticket = req.has_header(routes::kTicketHeader) &&
+                    ((req.method == "GET" && (ends_with("/logs") || ends_with("/fs"))) ||
+                     (req.method == "POST" && ends_with("/exec")));
+  if (!job_ticket && !net::Authorized(req, token)) {
     metrics.Add("pgfleet_host_api_unauthorized_total", 1);
     net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
     // Its body was never read: the connection must not serve another request.
@@ -349,6 +369,8 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
   server.Get(prefix + R"(/v1/jobs/([^/]+))", route(HandleGetJob));
   server.Post(prefix + R"(/v1/jobs/([^/]+)/stop)", route(HandleStopJob));
   server.Get(prefix + R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
+  server.Get(prefix + R"(/v1/jobs/([^/]+)/fs)", route(routes::HandleFs));
+  server.Post(prefix + R"(/v1/jobs/([^/]+)/exec)", route(routes::HandleExec));
 }
 
 }  // namespace

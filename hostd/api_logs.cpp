@@ -59,20 +59,6 @@ uint64_t TailOffset(const std::string& dir, output::Extent extent, int lines) {
   return floor;
 }
 
-// 410 when the attempt's directory was collected (attempt 0: the job's
-// latest collected attempt); false when it was not.
-bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt) {
-  if (!api.collector) return false;
-  auto c = api.collector->Find(id, &attempt);
-  if (!c) return false;
-  net::ErrorResponse(res, 410,
-                     "the log of job " + std::to_string(id) + " attempt " +
-                         std::to_string(attempt) + " was collected at " +
-                         util::IsoTime(c->collected) + " (the attempt ended at " +
-                         util::IsoTime(c->ended) + "; hostd --gc-after, --gc-disk-percent)");
-  return true;
-}
-
 // Streams the attempt's output from `offset`: up to `end` (where it ended
 // when asked), or with `follow`, on as it grows until the attempt has ended
 // and everything is sent (or the client goes away). `hold` keeps the
@@ -106,6 +92,20 @@ void StreamLog(const Api& api, const httplib::Request& req, httplib::Response& r
 
 }  // namespace
 
+// 410 when the attempt's directory was collected (attempt 0: the job's
+// latest collected attempt); false when it was not.
+bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt) {
+  if (!api.collector) return false;
+  auto c = api.collector->Find(id, &attempt);
+  if (!c) return false;
+  net::ErrorResponse(res, 410,
+                     "the log of job " + std::to_string(id) + " attempt " +
+                         std::to_string(attempt) + " was collected at " +
+                         util::IsoTime(c->collected) + " (the attempt ended at " +
+                         util::IsoTime(c->ended) + "; hostd --gc-after, --gc-disk-percent)");
+  return true;
+}
+
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res) {
   int64_t id;
   if (!ParseId(JobIdArg(req), &id)) {
@@ -136,14 +136,8 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
   } catch (const model::SpecError& e) {
     return net::ErrorResponse(res, 400, e.what());
   }
-  if (!HasClusterToken(api, req)) {
-    // A log ticket from pgfleet.log_ticket: for this job (and attempt, if given).
-    std::string why;
-    auto t = TakeTicket(api, req.get_header_value(kTicketHeader), net::TicketKind::kLogs, id,
-                        attempt < 0 ? 0 : attempt, &why);
-    if (!t) return net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
-    attempt = t->attempt;
-  }
+  // A log ticket from pgfleet.log_ticket: for this job (and attempt, if given).
+  if (!AuthorizeJobRequest(api, req, res, net::TicketKind::kLogs, id, &attempt)) return;
   std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
   if (path.empty() && !api.supervisor.RunsProcesses()) {
     return net::ErrorResponse(res, 404,

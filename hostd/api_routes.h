@@ -51,7 +51,21 @@ bool ParseId(const std::string& s, int64_t* out);
 // Query parameter as a non-negative int; -1 when absent; throws SpecError when malformed.
 int IntParam(const httplib::Request& req, const char* name);
 
+// Answers 410 when the attempt's directory was collected (attempt 0: the
+// job's latest collected attempt) and returns true; false when it was not.
+bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt);
+
+// Lets the request through with the cluster token, or takes its ticket of
+// `kind` for job id (and attempt, if > 0): false, having answered 403 naming
+// the rule, when it has neither. *attempt becomes the ticket's when it had none.
+bool AuthorizeJobRequest(const Api& api, const httplib::Request& req, httplib::Response& res,
+                         net::TicketKind kind, int64_t id, int* attempt);
+
 // GET /v1/jobs/{id}/logs (api_logs.cpp)
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res);
+// GET /v1/jobs/{id}/fs?path=P (api_fs.cpp)
+void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& res);
+// POST /v1/jobs/{id}/exec (api_exec.cpp)
+void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace pgfleet::hostd::routes

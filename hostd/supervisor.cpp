@@ -325,6 +325,14 @@ std::optional<JobInfo> Supervisor::Latest(int64_t job_id) const {
   return out;
 }
 
+std::optional<JobInfo> Supervisor::Attempt(int64_t job_id, int attempt) const {
+  if (attempt <= 0) return Latest(job_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  if (it == records_.end()) return std::nullopt;
+  return it->second->Info();
+}
+
 std::string Supervisor::LogPath(int64_t job_id, int attempt) const {
   return runner_->LogPath(job_id, attempt);
 }

@@ -170,6 +170,10 @@ class Supervisor {
   bool Live(int64_t job_id, int attempt) const;
   std::vector<JobInfo> List() const;
   std::optional<JobInfo> Latest(int64_t job_id) const;
+  // The record of that attempt (0: the latest), while this hostd keeps it.
+  std::optional<JobInfo> Attempt(int64_t job_id, int attempt) const;
+  // "process", "container" or "sim".
+  const std::string& driver() const { return options_.driver; }
   // Log file of the attempt (0 = latest found on disk); empty if none.
   std::string LogPath(int64_t job_id, int attempt) const;
   // False for the sim driver: its jobs run no process and have no output.

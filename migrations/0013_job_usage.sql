@@ -15,6 +15,9 @@ create unlogged table pgfleet.job_usage (
 create index job_usage_host on pgfleet.job_usage (host_id);
 comment on table pgfleet.job_usage is
   'Live usage of running attempts, replaced by each host''s heartbeat every --usage-interval (hostd). Read it through pgfleet.visible_jobs and pgfleet.host_status.';
+comment on column pgfleet.job_usage.job_id is 'The job (pgfleet.jobs.id).';
+comment on column pgfleet.job_usage.attempt is 'Its attempt the reading is of: shown only while that attempt runs.';
+comment on column pgfleet.job_usage.host_id is 'The host that measured it (the one whose heartbeat carried it).';
 comment on column pgfleet.job_usage.cpu_cores is
   'CPU in use over the last interval, in cores (1.0 = one core busy); over the whole attempt at its first reading.';
 comment on column pgfleet.job_usage.memory_bytes is

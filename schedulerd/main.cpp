@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   // Durations take one syntax everywhere (util::ParseSeconds): 500ms, 2s, 1.5, 10m, 2h, 7d.
   double tick = 1.0, host_ttl = 0;
   int batch = 500;
-  std::string tick_text = "1s", host_ttl_text, retain = "7d";
+  std::string tick_text = "1s", host_ttl_text, retain = "7d", dispatch_timeout = "3s";
   flags.options().add_options()("tick", po::value(&tick_text)->default_value("1s"),
                                 "time between safety-net passes over all formations")(
       "batch-size", po::value(&batch)->default_value(500),
@@ -43,7 +43,10 @@ int main(int argc, char** argv) {
       "host-ttl", po::value(&host_ttl_text),
       "time without heartbeat before a host is lost (default: settings host_ttl_seconds, 10 s)")(
       "retain", po::value(&retain)->default_value("7d"),
-      "prune finished jobs older than this (90m, 12h, 7d)");
+      "prune finished jobs older than this (90m, 12h, 7d)")(
+      "dispatch-timeout", po::value(&dispatch_timeout)->default_value(dispatch_timeout),
+      "how long a host has to answer a dispatch before its jobs are left to its reconcile and "
+      "it is suspended (whole seconds, 1s to 5m)");
   pgfleet::schedulerd::Config config;
   auto code = flags.Parse(argc, argv, [&](const po::variables_map&) {
     tick = pgfleet::util::ParseSeconds("--tick", tick_text);
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--batch-size must be > 0 (got " + std::to_string(batch) + ")");
     config.retain =
         std::chrono::seconds(static_cast<int64_t>(pgfleet::util::ParseSeconds("--retain", retain)));
+    double dt = pgfleet::util::ParseSeconds("--dispatch-timeout", dispatch_timeout);
+    if (dt < 1 || dt > 300 || dt != static_cast<int>(dt)) {
+      throw std::invalid_argument(
+          "--dispatch-timeout must be whole seconds from 1s to 5m (got \"" + dispatch_timeout +
+          "\")");
+    }
+    config.dispatch_timeout_seconds = static_cast<int>(dt);
   });
   if (code) return *code;
 

@@ -66,6 +66,8 @@ std::optional<TicketKind> KindOf(const std::string& s) {
   if (s == "dispatch") return TicketKind::kDispatch;
   if (s == "stop") return TicketKind::kStop;
   if (s == "logs") return TicketKind::kLogs;
+  if (s == "fs") return TicketKind::kFs;
+  if (s == "exec") return TicketKind::kExec;
   return std::nullopt;
 }
 
@@ -85,6 +87,10 @@ const char* ToString(TicketKind kind) {
       return "stop";
     case TicketKind::kLogs:
       return "logs";
+    case TicketKind::kFs:
+      return "fs";
+    case TicketKind::kExec:
+      return "exec";
   }
   return "dispatch";
 }

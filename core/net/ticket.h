@@ -4,11 +4,11 @@
 // hostd makes once and registers in pgfleet.host_keys).
 //
 // Who signs: the scheduler (dispatch and stop tickets, from the keys it reads
-// with its host snapshot) and the database (log tickets: pgfleet.log_ticket,
-// which checks that the caller may read the job first, and signs with the
-// same HMAC in SQL). Who checks: hostd, without the database. A ticket names
-// its host, job, attempt, whether the job is privileged and when it expires;
-// a host takes only tickets for itself, unexpired, each once (ReplayGuard).
+// with its host snapshot) and the database (logs, fs and exec tickets:
+// pgfleet.host_ticket, which checks that the caller may see into the job
+// first, and signs with the same HMAC in SQL). Who checks: hostd, without the database. A ticket
+// names its host, job, attempt, whether the job is privileged and when it expires; a host takes
+// only tickets for itself, unexpired, each once (ReplayGuard).
 //
 // Text form (host ids have no ':'):
 //   v1:<kind>:<host>:<job>:<attempt>:<privileged 0|1>:<expires, unix s>:<nonce>:<hmac hex>
@@ -22,7 +22,9 @@
 
 namespace pgfleet::net {
 
-enum class TicketKind { kDispatch, kStop, kLogs };
+// logs: read an attempt's output; fs: read its sandbox's files (pgfleet fs);
+// exec: run a command in its namespaces (pgfleet exec).
+enum class TicketKind { kDispatch, kStop, kLogs, kFs, kExec };
 const char* ToString(TicketKind kind);
 
 struct Ticket {

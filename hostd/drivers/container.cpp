@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -303,6 +304,20 @@ std::optional<CgroupNow> ReadJobCgroupNow(const std::string& host_id, int64_t jo
   const CgroupSystem* sys = CgroupSystem::Get(nullptr);
   if (!sys) return {};
   return ReadCgroupNow(*sys, JobCgroupPath(host_id, job_id, attempt));
+}
+
+std::vector<std::string> JobCgroupProcsFiles(const std::string& host_id, int64_t job_id,
+                                             int attempt) {
+  const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  std::vector<std::string> out;
+  if (!sys) return out;
+  const std::string path = JobCgroupPath(host_id, job_id, attempt);
+  for (const auto& c : sys->controllers()) {
+    std::string file = sys->Dir(c, path) + "/cgroup.procs";
+    // Co-mounted v1 controllers (cpu,cpuacct) share one directory: once each.
+    if (std::find(out.begin(), out.end(), file) == out.end()) out.push_back(file);
+  }
+  return out;
 }
 
 int RemoveJobCgroup(const std::string& host_id, int64_t job_id, int attempt) {

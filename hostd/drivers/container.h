@@ -48,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hostd/drivers/cgroup.h"
 #include "hostd/drivers/driver.h"
@@ -64,6 +65,12 @@ std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts);
 // What the cgroup of a job's attempt uses now; nullopt when it has none
 // (not the container driver, cgroups not usable, or already deleted).
 std::optional<CgroupNow> ReadJobCgroupNow(const std::string& host_id, int64_t job_id, int attempt);
+
+// The cgroup.procs files of the attempt's cgroup, one per hierarchy (writing
+// "0" to each moves the writer in: pgfleet exec); empty when cgroups are not
+// usable here.
+std::vector<std::string> JobCgroupProcsFiles(const std::string& host_id, int64_t job_id,
+                                             int attempt);
 
 // Cleaning up after shims that did not (hostd calls these; the container
 // driver's own path ends with Wait() deleting the cgroup):

@@ -29,6 +29,8 @@ const std::vector<HelpCase>& Cases() {
       {"ps", {"ps", "--help"}},
       {"inspect", {"inspect", "--help"}},
       {"logs", {"logs", "--help"}},
+      {"fs", {"fs", "--help"}},
+      {"exec", {"exec", "--help"}},
       {"wait", {"wait", "--help"}},
       {"stop", {"stop", "--help"}},
       {"events", {"events", "--help"}},
@@ -68,11 +70,11 @@ TEST(CliHelpTest, EveryHelpIsItsGoldenFileAndShowsNoInternalOption) {
     }
     EXPECT_EQ(golden, r.out) << "help changed: review it, then PGFLEET_UPDATE_GOLDEN=1";
     // The words a command collects are named in its usage line, never
-    // offered as options; the token is for commands that read hosts' logs.
+    // offered as options; the token is for commands that reach hosts' APIs.
     for (const char* internal : {"--args", "--job ", "--command", "--job\n"}) {
       EXPECT_EQ(std::string::npos, r.out.find(internal)) << internal << " in\n" << r.out;
     }
-    bool reads_logs = c.file == "logs" || c.file == "run";
+    bool reads_logs = c.file == "logs" || c.file == "run" || c.file == "fs" || c.file == "exec";
     EXPECT_EQ(reads_logs, r.out.find("--token-file") != std::string::npos) << r.out;
   }
 }

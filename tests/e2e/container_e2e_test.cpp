@@ -297,6 +297,37 @@ TEST_F(ContainerE2eTest, ABusyJobShowsItsCpuAndMemoryInUseFromItsCgroup) {
   EXPECT_EQ("-1", db_.Scalar(used)) << "a finished job shows no usage";
 }
 
+// Looking inside (host disk and insight issue, item 5): exec enters the
+// container's namespaces, root and cgroup; fs reads the container's root.
+TEST_F(ContainerE2eTest, ExecAndFsSeeWhatTheContainerSees) {
+  std::string id = Submit({"--rootfs", rootfs_, "--", "sleep", "60"});
+  ASSERT_TRUE(WaitState(id, "running")) << JobsByState();
+  auto hostname = cluster_->Cli({"exec", id, "--", "hostname"}, 30s);
+  EXPECT_EQ(0, hostname.exit_code) << hostname.err;
+  EXPECT_EQ(id + "\n", hostname.out);  // its UTS namespace: the hostname is the job id
+  auto cg = cluster_->Cli({"exec", id, "--", "cat", "/proc/self/cgroup"}, 30s);
+  EXPECT_EQ(0, cg.exit_code) << cg.err;
+  EXPECT_NE(std::string::npos, cg.out.find("/pgfleet/" + host_ + "/" + id + "-1")) << cg.out;
+  // Its PID namespace: the job's sleep is PID 1 there.
+  auto ps = cluster_->Cli({"exec", id, "--", "cat", "/proc/1/cmdline"}, 30s);
+  EXPECT_EQ(0, ps.exit_code) << ps.err;
+  EXPECT_EQ(0u, ps.out.find("sleep")) << ps.out;
+  auto code = cluster_->Cli({"exec", id, "--", "sh", "-c", "exit 7"}, 30s);
+  EXPECT_EQ(7, code.exit_code) << code.err;
+
+  auto root = cluster_->Cli({"fs", id, "/"}, 30s);
+  ASSERT_EQ(0, root.exit_code) << root.err;
+  for (const char* name : {"bin", "proc", "work"}) {
+    EXPECT_NE(std::string::npos, root.out.find(name)) << root.out;
+  }
+  auto up = cluster_->Cli({"fs", id, "/bin/../../etc"}, 30s);
+  EXPECT_EQ(1, up.exit_code);
+  EXPECT_NE(std::string::npos, up.err.find("path must not contain")) << up.err;
+  CommandResult s = cluster_->Cli({"stop", id}, 30s);
+  ASSERT_EQ(0, s.exit_code) << s.out << s.err;
+  ASSERT_TRUE(WaitFinished(id)) << JobsByState();
+}
+
 TEST_F(ContainerE2eTest, HostsShowTheDriverEachHostdChose) {
   // A root hostd started without --driver (auto, the default) picks container.
   // The fallback to process when hostd is not root cannot be tested here: these

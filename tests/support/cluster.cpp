@@ -184,6 +184,12 @@ Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string>
     argv.push_back("--tick");
     argv.push_back("0.5");
   }
+  // Hosts answer more slowly in a sanitizer build (TestSlowdown).
+  if (TestSlowdown() > 1 &&
+      std::find(extra.begin(), extra.end(), "--dispatch-timeout") == extra.end()) {
+    argv.push_back("--dispatch-timeout");
+    argv.push_back(std::to_string(static_cast<int>(3 * TestSlowdown())) + "s");
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
   return *procs_.back();

@@ -274,8 +274,21 @@ bool ProcessGone(const std::string& pid) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
 
+double TestSlowdown() {
+  static const double slowdown = [] {
+    const char* v = std::getenv("PGFLEET_TEST_SLOWDOWN");
+    double d = v ? std::atof(v) : 1;
+    return d >= 1 && d <= 20 ? d : 1;
+  }();
+  return slowdown;
+}
+
+std::chrono::milliseconds Slowed(std::chrono::milliseconds limit) {
+  return std::chrono::milliseconds(static_cast<int64_t>(limit.count() * TestSlowdown()));
+}
+
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = std::chrono::steady_clock::now() + Slowed(timeout);
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -116,6 +116,12 @@ std::vector<std::string> Subdirs(const std::string& dir);
 bool ProcessGone(const std::string& pid);
 
 // Polls pred every 50 ms until it holds or timeout passes; returns pred's last value.
+// How much slower than a plain build the daemons and tests run here:
+// PGFLEET_TEST_SLOWDOWN (scripts/test sets 4 for a sanitizer build), else 1.
+double TestSlowdown();
+// A time limit of the plain build, stretched by TestSlowdown().
+std::chrono::milliseconds Slowed(std::chrono::milliseconds limit);
+// Polls pred every 50 ms until it holds or Slowed(timeout) has passed.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
 
 // Samples every 100 ms, on its own thread, how many hosts have allocations
