@@ -346,11 +346,21 @@ void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& 
   for (auto& e : plan->env_store) plan->envp.push_back(e.data());
   plan->envp.push_back(nullptr);
 
-  int in[2], out[2], err[2], fail[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return net::ErrorResponse(res, 500, strerror(errno));
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(fail, O_CLOEXEC) != 0) {
-    return net::ErrorResponse(res, 500, strerror(errno));  // (fds of a failed start leak; rare)
+  int pipes[4][2];
+  for (int i = 0; i < 4; ++i) {
+    if (pipe2(pipes[i], O_CLOEXEC) != 0) {
+      int e = errno;
+      for (int j = 0; j < i; ++j) {
+        close(pipes[j][0]);
+        close(pipes[j][1]);
+      }
+      return net::ErrorResponse(res, 500, std::string("pipe: ") + strerror(e));
+    }
   }
+  int* in = pipes[0];
+  int* out = pipes[1];
+  int* err = pipes[2];
+  int* fail = pipes[3];
   pid_t helper = fork();
   if (helper == 0) {
     close(in[1]);
