@@ -52,6 +52,15 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
       {"pgfleet-schedulerd", {"--token-file", token_, "--tick", "0"}, "--tick"},
       {"pgfleet-schedulerd", {"--token-file", token_, "--batch-size", "-1"}, "--batch-size"},
       {"pgfleet-schedulerd", {"--token-file", token_, "--retain", "5x"}, "--retain"},
+      {"pgfleet-schedulerd",
+       {"--token-file", token_, "--dispatch-timeout", "0"},
+       "--dispatch-timeout"},
+      {"pgfleet-schedulerd",
+       {"--token-file", token_, "--dispatch-timeout", "1.5s"},
+       "--dispatch-timeout must be whole seconds from 1s to 5m"},
+      {"pgfleet-schedulerd",
+       {"--token-file", token_, "--dispatch-timeout", "10m"},
+       "--dispatch-timeout must be whole seconds from 1s to 5m"},
       {"pgfleet-schedulerd", {"--token-file", token_, "--listen", "nocolon"}, "--listen"},
       {"pgfleet-schedulerd", {"--token-file", token_, "--log-level", "loud"}, "--log-level"},
       {"pgfleet-schedulerd", {"--token-file", dir_.path() + "/missing"}, "--token-file"},
@@ -101,8 +110,9 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
 TEST_F(DaemonFlagsTest, HelpPrintsEveryFlagAndExits0) {
   auto s = testing::Run({BinaryPath("pgfleet-schedulerd"), "--help"}, {}, 30s);
   EXPECT_EQ(0, s.exit_code);
-  for (const char* flag : {"--db", "--id", "--listen", "--token-file", "--log-level", "--config",
-                           "--tick", "--batch-size", "--host-ttl", "--retain"})
+  for (const char* flag :
+       {"--db", "--id", "--listen", "--token-file", "--log-level", "--config", "--tick",
+        "--batch-size", "--host-ttl", "--retain", "--dispatch-timeout"})
     EXPECT_NE(std::string::npos, s.out.find(flag)) << flag;
   auto h = testing::Run({BinaryPath("pgfleet-hostd"), "--help"}, {}, 30s);
   EXPECT_EQ(0, h.exit_code);
