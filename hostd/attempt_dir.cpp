@@ -54,7 +54,8 @@ json ToJson(const ShimRequest& r) {
               {"spec", model::ToJson(r.spec)},
               {"fence_after_ms", r.fence_after_ms},
               {"log_max_files", r.log_max_files},
-              {"log_max_file_mb", r.log_max_file_mb}};
+              {"log_max_file_mb", r.log_max_file_mb},
+              {"log_forward", r.log_forward}};
 }
 
 ShimRequest ShimRequestFromJson(const json& j) {
@@ -68,6 +69,7 @@ ShimRequest ShimRequestFromJson(const json& j) {
   r.fence_after_ms = j.value("fence_after_ms", static_cast<int64_t>(0));
   r.log_max_files = j.value("log_max_files", r.log_max_files);
   r.log_max_file_mb = j.value("log_max_file_mb", r.log_max_file_mb);
+  r.log_forward = j.value("log_forward", r.log_forward);
   return r;
 }
 

@@ -100,6 +100,8 @@ struct ShimRequest {
   // The job's output files (output_log.h): the spec's limits, else the host's.
   int log_max_files = 5;
   int log_max_file_mb = 20;
+  // hostd --log-forward (log_forward.h): "" (off), "journald", "syslog://HOST:PORT".
+  std::string log_forward;
 };
 nlohmann::json ToJson(const ShimRequest& r);
 // Throws std::exception (model::SpecError for a bad spec) when malformed.

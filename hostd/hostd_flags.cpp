@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/util/text.h"
+#include "hostd/log_forward.h"
 
 namespace pgfleet::hostd {
 
@@ -96,7 +97,11 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "disk pressure condition in pgfleet.host_status) until it falls below (1-100)")(
       "usage-interval", po::value(&f->usage_interval_text)->default_value(f->usage_interval_text),
       "how often each running job's CPU and memory in use go to the database, with a heartbeat "
-      "(pgfleet.visible_jobs cpu_used, memory_used_bytes; pgfleet ps); 1s to 1h");
+      "(pgfleet.visible_jobs cpu_used, memory_used_bytes; pgfleet ps); 1s to 1h")(
+      "log-forward", po::value(&f->log_forward),
+      "also send each line of every job's output, with its job id, attempt, formation and "
+      "host, to journald (journald) or to a syslog server over UDP in RFC 5424 "
+      "(syslog://HOST:PORT); off by default");
 }
 
 // Throws naming the flag, the value and the rule.
@@ -137,6 +142,7 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
     throw std::invalid_argument(
         fmt::format("--usage-interval must be between 1s and 1h (got {})", f->usage_interval_text));
   }
+  ParseLogForward(f->log_forward);
   for (const auto& l : f->labels) f->label_map.insert(model::ParseKeyValue("--label", l));
 }
 

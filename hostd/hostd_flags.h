@@ -34,6 +34,7 @@ struct HostdFlags {
   std::chrono::seconds gc_after{24 * 3600};
   int gc_disk_percent = 80;
   int disk_full_percent = 95;
+  std::string log_forward;  // checked by ParseLogForward (log_forward.h)
   std::string usage_interval_text = "10s";
   double usage_interval = 10.0;
   std::vector<std::string> labels;

@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
   sup_opts.job_nofile = job_nofile;
   sup_opts.log_max_files = f.log_max_files;
   sup_opts.log_max_file_mb = f.log_max_file_mb;
+  sup_opts.log_forward = f.log_forward;
   pgfleet::hostd::Supervisor supervisor(
       sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);

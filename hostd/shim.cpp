@@ -25,6 +25,7 @@
 #include "hostd/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/lease.h"
+#include "hostd/log_forward.h"
 #include "hostd/output_log.h"
 
 namespace pgfleet::hostd {
@@ -148,8 +149,25 @@ int LockAttemptDir(const std::string& dir, bool inherited_lock) {
 // (nothing is lost); output the disk refuses (full) is dropped and counted.
 struct OutputPipe {
   int write_fd = -1;
-  std::shared_future<void> copied;  // ready once the copy saw end of file
+  std::shared_future<void> copied;           // ready once the copy saw end of file
+  std::shared_ptr<LineForwarder> forwarder;  // null unless --log-forward
 };
+
+// The attempt's forwarder (log_forward.h), or null when hostd forwards
+// nothing or its target is unusable (logged; the output files are kept
+// either way).
+std::shared_ptr<LineForwarder> MakeForwarder(const attempt::ShimRequest& req,
+                                             const std::string& ids) {
+  if (req.log_forward.empty()) return nullptr;
+  try {
+    return std::make_shared<LineForwarder>(
+        ParseLogForward(req.log_forward),
+        LineOrigin{req.job_id, req.attempt, req.spec.formation, req.host_id});
+  } catch (const std::exception& e) {
+    spdlog::warn("{} output not forwarded: {}", ids, e.what());
+    return nullptr;
+  }
+}
 
 OutputPipe StartOutputCopy(const std::string& dir, const attempt::ShimRequest& req,
                            const std::string& ids) {
@@ -157,19 +175,21 @@ OutputPipe StartOutputCopy(const std::string& dir, const attempt::ShimRequest& r
   if (pipe2(fds, O_CLOEXEC) != 0) FailStart(dir, ids, std::string("pipe: ") + std::strerror(errno));
   fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);  // fewer stalls for a bursty job (best effort)
   auto done = std::make_shared<std::promise<void>>();
-  OutputPipe out{fds[1], done->get_future().share()};
+  OutputPipe out{fds[1], done->get_future().share(), nullptr};
   // Everything the thread needs is allocated here: until the job writes, it
   // only waits in read(), so the driver may clone() meanwhile (the container
   // driver's child runs code before exec) without a lock held by another thread.
   auto writer = std::make_shared<output::Writer>(dir, req.log_max_files,
                                                  static_cast<uint64_t>(req.log_max_file_mb) << 20);
   auto buf = std::make_shared<std::vector<char>>(1 << 16);
-  std::thread([read_fd = fds[0], ids, writer, buf, done] {
+  out.forwarder = MakeForwarder(req, ids);
+  std::thread([read_fd = fds[0], ids, writer, buf, done, forwarder = out.forwarder] {
     while (true) {
       ssize_t n = read(read_fd, buf->data(), buf->size());
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       writer->Write(buf->data(), static_cast<size_t>(n));
+      if (forwarder) forwarder->Feed(buf->data(), static_cast<size_t>(n));
     }
     if (writer->dropped() > 0) {
       spdlog::warn("{} {} bytes of output could not be written (disk full?)", ids,
@@ -221,18 +241,28 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
 // How long after the job's exit its output may still be arriving (a
 // process it left behind can hold the pipe open forever).
 constexpr auto kOutputDrain = std::chrono::seconds(2);
+// How long after that the forwarder may take to send what it holds.
+constexpr auto kForwardDrain = std::chrono::seconds(2);
 
 // Waits for the job on its own thread and for its output to be on disk;
 // records the outcome, unlocks, and ends the process.
 void RecordExitWhenDone(Execution* running, const std::string& dir, const std::string& ids,
-                        int lock_fd, std::shared_future<void> output_copied) {
-  std::thread([running, dir, ids, lock_fd, output_copied] {
+                        int lock_fd, const OutputPipe& output) {
+  std::thread([running, dir, ids, lock_fd, output_copied = output.copied,
+               forwarder = output.forwarder] {
     ExitStatus st = running->Wait();
     if (output_copied.wait_for(kOutputDrain) != std::future_status::ready) {
       spdlog::warn(
           "{} output still open {} s after the job's exit (a process it left?): "
           "the rest is not kept",
           ids, kOutputDrain.count());
+    }
+    if (forwarder) {
+      forwarder->Finish(kForwardDrain);
+      if (forwarder->dropped() > 0) {
+        spdlog::warn("{} {} lines of output were not forwarded ({} were)", ids,
+                     forwarder->dropped(), forwarder->sent());
+      }
     }
     attempt::Outcome o;
     o.kind = model::ExitOutcome::kExited;
@@ -349,7 +379,7 @@ void RunShim(const std::string& dir, Driver* prepared) {
 
   OutputPipe output = StartOutputCopy(dir, req, ids);
   Execution* running = StartJob(dir, req, prepared, ids, output.write_fd).release();
-  RecordExitWhenDone(running, dir, ids, lock_fd, output.copied);
+  RecordExitWhenDone(running, dir, ids, lock_fd, output);
   ForwardStops(running, req, ids, stop_signals);
 }
 

@@ -210,6 +210,7 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
   req.log_max_files = rec.spec.log_max_files > 0 ? rec.spec.log_max_files : options_.log_max_files;
   req.log_max_file_mb =
       rec.spec.log_max_file_mb > 0 ? rec.spec.log_max_file_mb : options_.log_max_file_mb;
+  req.log_forward = options_.log_forward;
   return req;
 }
 

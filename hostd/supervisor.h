@@ -91,6 +91,9 @@ struct SupervisorOptions {
   // (--log-max-files, --log-max-file-mb).
   int log_max_files = model::kDefaultLogMaxFiles;
   int log_max_file_mb = model::kDefaultLogMaxFileMb;
+  // Where each job's shim forwards its output lines (--log-forward,
+  // log_forward.h); "" = nowhere.
+  std::string log_forward;
   // Whether an attempt's directory was collected (collector.h): such an
   // attempt is never started again, like one whose directory exists.
   // uid: the job's (jobs.uid); a collection recorded for another uid is

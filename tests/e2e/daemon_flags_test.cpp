@@ -95,6 +95,12 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
       {"pgfleet-hostd",
        {"--id", "h", "--token-file", token_, "--host-ttl", "3", "--heartbeat-interval", "2"},
        "at least 2 x --heartbeat-interval"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--log-forward", "syslog://127.0.0.1"},
+       "--log-forward needs a port: syslog://HOST:PORT (got 'syslog://127.0.0.1')"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--log-forward", "kafka://broker:9092"},
+       "--log-forward must be journald or syslog://HOST:PORT"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {BinaryPath(c.binary)};

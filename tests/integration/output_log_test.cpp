@@ -50,7 +50,9 @@ TEST(OutputLog, KeepsAtMostMaxFilesOfMaxBytesAndTheNewestOutput) {
   uint64_t total = 0;
   for (size_t i = 0; i < segs.size(); ++i) {
     EXPECT_LE(segs[i].size, kMiB) << segs[i].path;
-    if (i > 0) EXPECT_EQ(segs[i - 1].start + segs[i - 1].size, segs[i].start) << "contiguous";
+    if (i > 0) {
+      EXPECT_EQ(segs[i - 1].start + segs[i - 1].size, segs[i].start) << "contiguous";
+    }
     total += segs[i].size;
   }
   EXPECT_EQ(3 * kMiB, total);

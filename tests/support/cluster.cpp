@@ -196,7 +196,7 @@ Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string>
 }
 
 Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
-                            std::vector<std::string> extra) {
+                            std::vector<std::string> extra, std::vector<std::string> wrapper) {
   std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"),
                                    "--id",
                                    id,
@@ -227,6 +227,7 @@ Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
     argv.push_back("process");
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.begin(), wrapper.begin(), wrapper.end());
   procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + id + ".log"));
   return *procs_.back();
 }

@@ -191,8 +191,10 @@ class Cluster {
   explicit Cluster(const TestDatabase& db);
   ~Cluster();
   Process& StartScheduler(const std::string& id, std::vector<std::string> extra = {});
+  // `wrapper`, when given, is a command that runs hostd's argv after its own
+  // (e.g. a namespace set up first) and must exec it, keeping its pid.
   Process& StartHost(const std::string& id, int cpu, int memory,
-                     std::vector<std::string> extra = {});
+                     std::vector<std::string> extra = {}, std::vector<std::string> wrapper = {});
   const std::string& token_file() const { return token_file_; }
   const std::string& dir() const { return dir_.path(); }
   // Blocks until n hosts have a fresh heartbeat.
