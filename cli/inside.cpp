@@ -2,14 +2,22 @@
 // runs (or ran) it, with a ticket from pgfleet.host_ticket (owners and
 // operators only), or the cluster token when the database gives none.
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -44,6 +52,7 @@ struct HostRequest {
   net::Endpoint ep;
   httplib::Headers headers;
   std::string host;
+  std::string api_url, token;  // to open more connections to the same host
 };
 
 HostRequest Prepare(Command& cmd, pqxx::connection& conn, int64_t job, int attempt,
@@ -57,6 +66,7 @@ HostRequest Prepare(Command& cmd, pqxx::connection& conn, int64_t job, int attem
     r.host = t->host_id;
     if (t->api_url.empty()) throw std::runtime_error("host " + t->host_id + " has no API URL");
     r.ep = net::MakeEndpoint(t->api_url, "", timeout_seconds);
+    r.api_url = t->api_url;
     return r;
   }
   // No ticket: the cluster token, if we hold it, reaches the job's host.
@@ -77,6 +87,8 @@ HostRequest Prepare(Command& cmd, pqxx::connection& conn, int64_t job, int attem
   }
   r.host = where->host_id;
   r.ep = net::MakeEndpoint(where->api_url, token, timeout_seconds);
+  r.api_url = where->api_url;
+  r.token = token;
   return r;
 }
 
@@ -153,45 +165,161 @@ int CmdFs(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+namespace {
+
+// The local terminal in raw mode while a remote one is attached (-t), put
+// back as it was when this goes.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (!isatty(0) || tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    cfmakeraw(&raw);
+    active_ = tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) tcsetattr(0, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+int g_winch_pipe[2] = {-1, -1};  // SIGWINCH -> the stdin thread
+
+void OnWinch(int) {
+  int saved = errno;
+  ssize_t n = write(g_winch_pipe[1], "w", 1);
+  (void)n;
+  errno = saved;
+}
+
+// The size of the terminal on stdout (else stdin); false when neither is one.
+bool LocalSize(int* rows, int* cols) {
+  winsize ws{};
+  for (int fd : {1, 0}) {
+    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+      *rows = ws.ws_row;
+      *cols = ws.ws_col;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Sends this process's stdin (when `forward_stdin`) and terminal resizes to
+// an exec session, on a connection of its own, until the command ends.
+class StdinSender {
+ public:
+  StdinSender(const HostRequest& r, int64_t job, std::string session, bool forward_stdin, bool tty)
+      : ep_(net::MakeEndpoint(r.api_url, r.token, 10)),
+        path_(ep_.prefix + "/v1/jobs/" + std::to_string(job) + "/exec/stdin"),
+        session_(std::move(session)),
+        forward_stdin_(forward_stdin),
+        tty_(tty) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~StdinSender() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  // POSTs body (and query); retries while the host says its buffer is full.
+  bool Post(const std::string& query, const std::string& body) {
+    httplib::Headers h = {{net::kExecSessionHeader, session_}};
+    while (!done_) {
+      auto res = ep_.client->Post(path_ + query, h, body, "application/octet-stream");
+      if (res && res->status == 503) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      return res && res->status == 200;
+    }
+    return false;
+  }
+
+  void Run() {
+    bool reading = forward_stdin_;
+    while (!done_) {
+      pollfd fds[2] = {{reading ? 0 : -1, POLLIN, 0}, {g_winch_pipe[0], POLLIN, 0}};
+      if (poll(fds, 2, 100) <= 0) continue;
+      if (fds[1].revents & POLLIN) {
+        char drain[64];
+        ssize_t n = read(g_winch_pipe[0], drain, sizeof drain);
+        (void)n;
+        int rows, cols;
+        if (tty_ && LocalSize(&rows, &cols)) {
+          Post("?rows=" + std::to_string(rows) + "&cols=" + std::to_string(cols), "");
+        }
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char buf[65536];
+        ssize_t n = read(0, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0) {
+          if (!Post("", std::string(buf, static_cast<size_t>(n)))) return;
+        } else {
+          reading = false;  // end of our stdin: the command's ends too (a terminal has none)
+          if (!tty_) Post("?eof=1", "");
+        }
+      }
+    }
+  }
+
+  net::Endpoint ep_;
+  std::string path_, session_;
+  bool forward_stdin_, tty_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
 int CmdExec(const std::vector<std::string>& all_args) {
   auto [args, command] = SplitAtDoubleDash(all_args);
   std::vector<std::string> pos;
   int attempt = 0;
   bool interactive = false, tty = false;
-  Command cmd("pgfleet exec JOB [-i] -- CMD ARG...", kText);
+  Command cmd("pgfleet exec JOB [-i] [-t] -- CMD ARG...", kText);
   cmd.Options()("interactive,i", po::bool_switch(&interactive),
-                "send this command's stdin to the command (up to 1 MiB, read to its end first)")(
-      "tty,t", po::bool_switch(&tty), "a terminal: not supported yet (see the error)")(
-      "attempt", po::value(&attempt), "attempt (default: the running one)");
+                "send this command's stdin to the command, as it comes")(
+      "tty,t", po::bool_switch(&tty),
+      "run the command on a terminal of its own, sized as this one (-it: an interactive "
+      "shell; this terminal is in raw mode meanwhile)")("attempt", po::value(&attempt),
+                                                        "attempt (default: the running one)");
   cmd.Positional("job", &pos);
   cmd.ReadsHostLogs();
   if (!cmd.Parse(args)) return kExitOk;
   if (pos.size() != 1) throw UsageError("expected exactly one JOB, then -- CMD ARG...");
   if (command.empty()) throw UsageError("expected the command after --: pgfleet exec JOB -- CMD");
-  if (tty) {
-    throw UsageError(
-        "-t: a terminal needs a two-way stream the host API does not carry yet; run the command "
-        "without -t (with -i to send stdin)");
-  }
   if (attempt < 0) throw UsageError("--attempt must be > 0 (got " + std::to_string(attempt) + ")");
   int64_t id = ParseJobId(pos[0]);
-  std::string input;
-  if (interactive) {
-    input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    if (input.size() > net::kMaxBodyBytes) {
-      throw UsageError("-i: stdin is over 1 MiB; exec takes at most 1 MiB of input");
-    }
-  }
   auto conn = cmd.Connect();
   HostRequest r = Prepare(cmd, *conn, id, attempt, "exec", 10);
   // A command may be quiet for long: only a silent host for an hour ends it.
   r.ep.client->set_read_timeout(3600, 0);
   std::string target = r.ep.prefix + "/v1/jobs/" + std::to_string(id) + "/exec?";
   if (attempt > 0) target += "attempt=" + std::to_string(attempt) + "&";
+  if (interactive || tty) target += "stdin=stream&";
+  int rows = 0, cols = 0;
+  if (tty) {
+    target += "tty=1&";
+    if (LocalSize(&rows, &cols)) {
+      target += "rows=" + std::to_string(rows) + "&cols=" + std::to_string(cols) + "&";
+    }
+  }
   for (size_t i = 0; i < command.size(); ++i) {
     target += (i ? "&" : "") + std::string("arg=") + UrlEncode(command[i]);
   }
-  // Frames: "o <n>\n" n bytes | "e <n>\n" n bytes | "x <code>\n".
+  if (tty && pipe2(g_winch_pipe, O_CLOEXEC | O_NONBLOCK) == 0) signal(SIGWINCH, OnWinch);
+  std::optional<RawTerminal> raw;
+  if (tty && interactive) raw.emplace();
+  std::unique_ptr<StdinSender> sender;
+  // Frames: "s <session>\n" | "o <n>\n" n bytes | "e <n>\n" n bytes | "x <code>\n".
   std::string pending, error_body;
   int status = 0, code = -1;
   auto consume = [&]() {
@@ -199,6 +327,11 @@ int CmdExec(const std::vector<std::string>& all_args) {
       size_t nl = pending.find('\n');
       if (nl == std::string::npos || nl < 2) return true;
       char kind = pending[0];
+      if (kind == 's') {
+        sender = std::make_unique<StdinSender>(r, id, pending.substr(2, nl - 2), interactive, tty);
+        pending.erase(0, nl + 1);
+        continue;
+      }
       long long n = std::atoll(pending.c_str() + 2);
       if (kind == 'x') {
         code = static_cast<int>(n);
@@ -216,7 +349,6 @@ int CmdExec(const std::vector<std::string>& all_args) {
   req.method = "POST";
   req.path = target;
   req.headers = r.headers;
-  req.body = input;
   req.set_header("Content-Type", "application/octet-stream");
   req.response_handler = [&](const httplib::Response& head) {
     status = head.status;
@@ -231,6 +363,8 @@ int CmdExec(const std::vector<std::string>& all_args) {
     return consume();
   };
   auto res = r.ep.client->send(req);
+  sender.reset();
+  raw.reset();
   if (!res || status != 200) {
     if (res) res->body = error_body;
     std::cerr << "pgfleet exec: " << ErrorOf(res, r.host) << "\n";

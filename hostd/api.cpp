@@ -282,7 +282,8 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
 
 // Every request under `guarded` (/v1/, or /hosts/ for hollow hosts) needs the
 // cluster token, except looking into a job with a ticket (GET .../logs,
-// GET .../fs, POST .../exec: the route checks the ticket). What starts or
+// GET .../fs, POST .../exec: the route checks the ticket) and the stdin of
+// an exec session (POST .../exec/stdin with the session's name). What starts or
 // stops a job is its ticket (checked by the route), never the token alone.
 httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const std::string& token,
                                             metrics::Registry& metrics, const httplib::Request& req,
@@ -293,9 +294,12 @@ httplib::Server::HandlerResponse CheckToken(const std::string& guarded, const st
     return req.path.size() > tail.size() &&
            req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0;
   };
-  bool job_ticket = req.has_header(routes::kTicketHeader) &&
-                    ((req.method == "GET" && (ends_with("/logs") || ends_with("/fs"))) ||
-                     (req.method == "POST" && ends_with("/exec")));
+  bool job_ticket = (req.has_header(routes::kTicketHeader) &&
+                     ((req.method == "GET" && (ends_with("/logs") || ends_with("/fs"))) ||
+                      (req.method == "POST" && ends_with("/exec")))) ||
+                    // An exec session's name is its capability (the route checks it).
+                    (req.has_header(routes::kExecSessionHeader) && req.method == "POST" &&
+                     ends_with("/exec/stdin"));
   if (!job_ticket && !net::Authorized(req, token)) {
     metrics.Add("pgfleet_host_api_unauthorized_total", 1);
     net::ErrorResponse(res, 401, "missing or wrong cluster token (Authorization: Bearer <token>)");
@@ -371,6 +375,7 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
   server.Get(prefix + R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
   server.Get(prefix + R"(/v1/jobs/([^/]+)/fs)", route(routes::HandleFs));
   server.Post(prefix + R"(/v1/jobs/([^/]+)/exec)", route(routes::HandleExec));
+  server.Post(prefix + R"(/v1/jobs/([^/]+)/exec/stdin)", route(routes::HandleExecStdin));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ struct Api {
   std::string token;                         // the cluster token
 };
 
+using net::kExecSessionHeader;
 using net::kTicketHeader;
 
 // Checks `text` as this host's ticket of `kind` for job/attempt (attempt 0:
@@ -67,5 +68,7 @@ void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& 
 void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& res);
 // POST /v1/jobs/{id}/exec (api_exec.cpp)
 void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& res);
+// POST /v1/jobs/{id}/exec/stdin: more stdin (or a resize) for a streamed exec.
+void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace pgfleet::hostd::routes

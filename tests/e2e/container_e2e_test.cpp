@@ -314,6 +314,11 @@ TEST_F(ContainerE2eTest, ExecAndFsSeeWhatTheContainerSees) {
   EXPECT_EQ(0u, ps.out.find("sleep")) << ps.out;
   auto code = cluster_->Cli({"exec", id, "--", "sh", "-c", "exit 7"}, 30s);
   EXPECT_EQ(7, code.exit_code) << code.err;
+  // -t: a terminal of its own inside the container too (its output has the
+  // terminal's line endings).
+  auto tty = cluster_->Cli({"exec", "-t", id, "--", "sh", "-c", "test -t 1 && echo on-a-tty"}, 30s);
+  EXPECT_EQ(0, tty.exit_code) << tty.err;
+  EXPECT_EQ("on-a-tty\r\n", tty.out);
 
   auto root = cluster_->Cli({"fs", id, "/"}, 30s);
   ASSERT_EQ(0, root.exit_code) << root.err;
