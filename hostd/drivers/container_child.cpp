@@ -116,6 +116,11 @@ void PopulateRoot(ChildPlan& p) {
   if (mount(p.work_source.c_str(), p.work_target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     ChildFail(p, kBindWorkDir, errno);
   }
+  for (size_t i = 0; i < p.etc_targets.size(); ++i) {
+    if (mount(p.etc_sources[i].c_str(), p.etc_targets[i].c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      ChildFail(p, kBindEtcFile, errno);
+    }
+  }
 }
 
 void EnterRoot(const ChildPlan& p) {
@@ -222,6 +227,8 @@ std::string StepName(Step step) {
       return "creating /dev entries";
     case kMaskDataDir:
       return "hiding hostd's data dir";
+    case kBindEtcFile:
+      return "binding the job's /etc/hostname and /etc/hosts";
     case kBindWorkDir:
       return "binding the work dir";
     case kPivotRoot:

@@ -32,6 +32,7 @@ enum Step : int32_t {
   kMakeDevice,
   kMaskDataDir,
   kBindWorkDir,
+  kBindEtcFile,
   kPivotRoot,
   kDetachOldRoot,
   kChdirWorkDir,

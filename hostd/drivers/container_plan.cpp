@@ -1,5 +1,6 @@
 #include "hostd/drivers/container_plan.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -141,6 +142,47 @@ void PlanMounts(const model::JobSpec& spec, ChildPlan* p) {
   p->tmp_options = "mode=1777,size=" + std::to_string(spec.memory) + "m";
 }
 
+// /etc/hostname (the job's hostname) and /etc/hosts (localhost, and the
+// hostname on 127.0.1.1, as Debian writes them) of the job's own, as Docker
+// gives each container: written in the attempt dir's .etc/, bound over the
+// root's files in the child. A named rootfs gets empty files to bind over
+// when it has none; the host's root ("/") is left as it is where it lacks one.
+void PlanEtcFiles(const model::JobSpec& spec, ChildPlan* p) {
+  const std::string dir = p->work_source + "/.etc";
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw DriverError("cannot make " + dir + ": " + ErrnoText(errno));
+  }
+  const std::pair<const char*, std::string> files[] = {
+      {"hostname", p->hostname + "\n"},
+      {"hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" +
+                    p->hostname + "\n"}};
+  for (const auto& [name, content] : files) {
+    std::string source = dir + "/" + name;
+    std::string target = p->new_root + "/etc/" + name;
+    if (!spec.rootfs.empty()) {
+      mkdir((p->new_root + "/etc").c_str(), 0755);
+      int made = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (made >= 0) close(made);
+    }
+    struct stat st {};
+    // Not for a target that is not a plain file (a symlink could point anywhere).
+    if (lstat((spec.rootfs.empty() ? "/etc/" + std::string(name) : target).c_str(), &st) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    int fd = open(source.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 ||
+        write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
+      int err = errno;
+      if (fd >= 0) close(fd);
+      throw DriverError("cannot write " + source + ": " + ErrnoText(err));
+    }
+    close(fd);
+    p->etc_sources.push_back(source);
+    p->etc_targets.push_back(target);
+  }
+}
+
 }  // namespace
 
 std::string ErrnoText(int err) { return std::strerror(err); }
@@ -170,6 +212,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   PlanRoot(spec, context, &p);
   PlanMounts(spec, &p);
   p.hostname = std::to_string(req.job_id);
+  PlanEtcFiles(spec, &p);
   p.loopback_up = WantsNewNetwork(spec);
 
   p.argv_store = spec.command;

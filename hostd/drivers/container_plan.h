@@ -47,6 +47,10 @@ struct ChildPlan {
   std::string work_target;  // where it is bound inside the new root
   std::string workdir;      // the job's cwd after pivot_root
   std::string hostname;
+  // The job's own /etc/hostname and /etc/hosts (files in its attempt dir's
+  // .etc/, bound over the root's): sources and targets, in pairs; a target
+  // the root lacks (and cannot get) is left out.
+  std::vector<std::string> etc_sources, etc_targets;
   bool loopback_up = false;  // new network namespace: bring up lo, as Docker's "none" does
 
   std::vector<std::string> argv_store, env_store;

@@ -305,6 +305,11 @@ TEST_F(ContainerE2eTest, ExecAndFsSeeWhatTheContainerSees) {
   auto hostname = cluster_->Cli({"exec", id, "--", "hostname"}, 30s);
   EXPECT_EQ(0, hostname.exit_code) << hostname.err;
   EXPECT_EQ(id + "\n", hostname.out);  // its UTS namespace: the hostname is the job id
+  // Its own /etc/hostname and /etc/hosts, as a container has.
+  auto etc = cluster_->Cli({"exec", id, "--", "cat", "/etc/hostname", "/etc/hosts"}, 30s);
+  EXPECT_EQ(0, etc.exit_code) << etc.err;
+  EXPECT_EQ(0u, etc.out.find(id + "\n127.0.0.1\tlocalhost\n")) << etc.out;
+  EXPECT_NE(std::string::npos, etc.out.find("127.0.1.1\t" + id + "\n")) << etc.out;
   auto cg = cluster_->Cli({"exec", id, "--", "cat", "/proc/self/cgroup"}, 30s);
   EXPECT_EQ(0, cg.exit_code) << cg.err;
   EXPECT_NE(std::string::npos, cg.out.find("/pgfleet/" + host_ + "/" + id + "-1")) << cg.out;
