@@ -206,7 +206,10 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   if (*job.state == model::JobState::kRunning) {
     // Reported running by an earlier life of this hostd, and nothing on
     // disk to re-attach to (Recover() adopted every attempt with a shim).
-    Enqueue(model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt));
+    // About this job only (its uid), as every report is.
+    auto lost = model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt);
+    lost.uid = job.uid;
+    Enqueue(std::move(lost));
     return;
   }
   // Assigned to us but never delivered (scheduler died after commit, lost request).
@@ -222,7 +225,9 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   std::string err;
   auto res = supervisor_->Start(job.job, job.attempt, spec, &err);
   if (res == Supervisor::StartResult::kPreviousLife) {
-    Enqueue(model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt));
+    auto lost = model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt);
+    lost.uid = job.uid;
+    Enqueue(std::move(lost));
   } else if (res == Supervisor::StartResult::kStarted) {
     spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job.job,
                  job.attempt);

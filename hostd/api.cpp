@@ -190,7 +190,9 @@ json StartOne(const Api& api, const StartItem& item) {
   api.supervisor.ForgetOtherJob(item.job, item.attempt, item.spec.uid);
   auto r = api.supervisor.Start(item.job, item.attempt, item.spec, &err);
   if (r == Supervisor::StartResult::kPreviousLife) {
-    api.agent.Enqueue(model::Report::Lost(item.job, item.attempt, kNoTraceOfAttempt));
+    auto lost = model::Report::Lost(item.job, item.attempt, kNoTraceOfAttempt);
+    lost.uid = item.spec.uid;
+    api.agent.Enqueue(std::move(lost));
   }
   return {{"job", item.job}, {"attempt", item.attempt}, {"status", StartStatus(r)}, {"error", err}};
 }

@@ -37,7 +37,10 @@ json ToJson(const Report& r) {
   json j{{"job", r.job}, {"attempt", r.attempt}, {"kind", std::string(ToString(r.kind))}};
   switch (r.kind) {
     case ReportKind::kRunning:
+      // Its uid too (below): a running report of another database's attempt
+      // of the same id must not apply here (it did, and the job was then lost).
       j["pid"] = r.pid;
+      if (!r.uid.empty()) j["uid"] = r.uid;
       return j;
     case ReportKind::kExited:
       j["exit_code"] = r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);

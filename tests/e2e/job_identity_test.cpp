@@ -56,6 +56,7 @@ class JobIdentityTest : public ::testing::Test {
   // Every one ran once, as attempt 1, printed what it was asked to, and no
   // attempt of it was lost.
   static void ExpectRanOnceEach(const TestDatabase& db, const std::vector<std::string>& ids) {
+    const bool failed_before = ::testing::Test::HasFailure();
     for (const auto& id : ids) {
       SCOPED_TRACE("job " + id);
       EXPECT_EQ("succeeded|1|new\n",
@@ -68,6 +69,12 @@ class JobIdentityTest : public ::testing::Test {
       EXPECT_EQ(1, db.Count("select count(*) from pgfleet.job_events where kind = 'running' and "
                             "job_id = " +
                             id));
+    }
+    if (!failed_before && ::testing::Test::HasFailure()) {
+      std::cerr << "events: "
+                << db.Scalar("select string_agg(job_id || '/' || attempt || ' ' || kind || ' ' || "
+                             "coalesce(detail, ''), E'\\n' order by id) from pgfleet.job_events")
+                << "\n";
     }
   }
   // Each job as id:state:attempt:error, for failures.

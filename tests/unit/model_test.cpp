@@ -48,6 +48,24 @@ TEST(Report, RunningIsWrittenWithItsPidOnly) {
   EXPECT_EQ(R"({"attempt":2,"job":7,"kind":"running","pid":4242})", j.dump());
 }
 
+// Every kind carries the job's uid when the host knows it: a running report
+// without it was applied to another database's job of the same id and
+// attempt (JobIdentityTest, under ASan's timing), which was then lost.
+TEST(Report, EveryKindCarriesTheJobsUid) {
+  for (Report r : {Report::Running(7, 2, 4242), Report::Lost(7, 2, "gone"),
+                   Report::StartFailed(7, 2, "no such file")}) {
+    r.uid = "5bc77840-f10c-46fd-8726-a2955a162b89";
+    EXPECT_EQ(r.uid, ToJson(r)["uid"]) << ToJson(r).dump();
+    EXPECT_EQ(r.uid, ReportFromJson(ToJson(r)).uid);
+  }
+  Report exited;
+  exited.job = 7;
+  exited.attempt = 2;
+  exited.kind = ReportKind::kExited;
+  exited.uid = "5bc77840-f10c-46fd-8726-a2955a162b89";
+  EXPECT_EQ(exited.uid, ReportFromJson(ToJson(exited)).uid);
+}
+
 TEST(Report, ExitedWritesNullForNoExitCodeAndNoSignal) {
   Report r;
   r.job = 1;
