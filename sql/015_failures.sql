@@ -74,4 +74,4 @@ language sql as $$
   select count(*)::integer from gone
 $$;
 comment on function pgfleet.prune_finished(interval, integer) is
-  'Deletes up to p_batch finished jobs (and, by cascade, their events) that finished before now() - p_older_than. Returns how many.';
+  'Deletes up to p_batch finished jobs (and, by the trigger jobs_after_delete, their events) that finished before now() - p_older_than. Returns how many.';

@@ -197,6 +197,55 @@ TEST(JobsTable, IllegalStateTransitionByUpdateIsRejected) {
   EXPECT_NE(err.find("cancelled -> pending"), std::string::npos) << err;
 }
 
+// The rule is the trigger's WHEN condition: every pair of states, checked.
+TEST(JobsTable, EveryStatePairIsAllowedOrRefusedByTheTransitionRule) {
+  TestDatabase db;
+  const std::set<std::pair<std::string, std::string>> legal = {
+      {"pending", "assigned"},   {"pending", "cancelled"}, {"assigned", "running"},
+      {"assigned", "succeeded"}, {"assigned", "pending"},  {"assigned", "failed"},
+      {"assigned", "cancelled"}, {"running", "succeeded"}, {"running", "failed"},
+      {"running", "cancelled"},  {"running", "pending"}};
+  const std::vector<std::string> states = {"pending",   "assigned", "running",
+                                           "succeeded", "failed",   "cancelled"};
+  for (const auto& from : states) {
+    for (const auto& to : states) {
+      if (from == to) continue;
+      // Put the job in `from` without the rule, then try the change with it.
+      db.Scalar(
+          "truncate pgfleet.jobs cascade; set session_replication_role = replica; "
+          "insert into pgfleet.jobs (command, state, host_id) values (array['true'], '" +
+          from + "', 'h1'); set session_replication_role = origin; select 1");
+      std::string err = ErrorOf(db, "update pgfleet.jobs set state = '" + to + "'");
+      if (legal.count({from, to})) {
+        EXPECT_EQ("", err) << from << " -> " << to;
+      } else {
+        EXPECT_NE(std::string::npos, err.find(from + " -> " + to)) << from << " -> " << to << err;
+        EXPECT_EQ(from, db.Scalar("select state from pgfleet.jobs")) << "unchanged";
+      }
+    }
+  }
+}
+
+// job_events has no foreign key (it cost a query per event row): deleting
+// jobs, by retention or by hand, still takes their events and no others.
+TEST(JobsTable, DeletedJobsTakeTheirEventsWithThem) {
+  TestDatabase db;
+  db.Scalar(
+      "insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 3); "
+      "select 1");
+  ASSERT_EQ(3, db.Count("select count(*) from pgfleet.job_events"));
+  db.Scalar("delete from pgfleet.jobs where id in (select min(id) from pgfleet.jobs); select 1");
+  EXPECT_EQ(2, db.Count("select count(*) from pgfleet.job_events"));
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.job_events e where not exists "
+                        "(select 1 from pgfleet.jobs j where j.id = e.job_id)"));
+  db.Scalar(
+      "set session_replication_role = replica; update pgfleet.jobs set state = 'succeeded', "
+      "finished_at = now() - interval '30 days'; set session_replication_role = origin; "
+      "select pgfleet.prune_finished(interval '7 days', 1000)");
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs"));
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.job_events"));
+}
+
 // --- Notifications ----------------------------------------------------------
 
 // What a scheduler does before it sleeps: take the idle lock exclusively.
