@@ -167,6 +167,22 @@ create trigger jobs_after_delete
   referencing old table as gone_jobs
   for each statement execute function pgfleet.jobs_after_delete();
 
+-- TRUNCATE fires no delete trigger: emptying jobs empties job_events too.
+create or replace function pgfleet.jobs_after_truncate() returns trigger
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
+begin
+  truncate pgfleet.job_events;
+  return null;
+end $$;
+comment on function pgfleet.jobs_after_truncate() is
+  'AFTER TRUNCATE on jobs: truncates job_events (what TRUNCATE ... CASCADE did through the foreign key before migration 0014).';
+revoke execute on function pgfleet.jobs_after_truncate() from public;
+
+drop trigger if exists jobs_after_truncate on pgfleet.jobs;
+create trigger jobs_after_truncate
+  after truncate on pgfleet.jobs
+  for each statement execute function pgfleet.jobs_after_truncate();
+
 -- Formation changes (scale, new service formation) wake the schedulers.
 create or replace function pgfleet.formations_notify() returns trigger
 language plpgsql as $$

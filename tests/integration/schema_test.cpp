@@ -244,6 +244,11 @@ TEST(JobsTable, DeletedJobsTakeTheirEventsWithThem) {
       "select pgfleet.prune_finished(interval '7 days', 1000)");
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs"));
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.job_events"));
+  // TRUNCATE, which fires no delete trigger, too.
+  db.Scalar("insert into pgfleet.jobs (command) values (array['true']); select 1");
+  ASSERT_EQ(1, db.Count("select count(*) from pgfleet.job_events"));
+  db.Scalar("truncate pgfleet.jobs; select 1");
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.job_events"));
 }
 
 // --- Notifications ----------------------------------------------------------
