@@ -427,11 +427,16 @@ bool MakeStreams(bool tty, const winsize& size, Session* s, int child_end[3], st
       return false;
     }
     ioctl(master, TIOCSWINSZ, &size);
-    s->tty = master;
+    s->tty = master;  // the Session closes it, and in and out
     s->in = fcntl(master, F_DUPFD_CLOEXEC, 0);
     s->out = fcntl(master, F_DUPFD_CLOEXEC, 0);
+    if (s->in < 0 || s->out < 0) {
+      *why = std::string("terminal: ") + strerror(errno);
+      close(other);
+      return false;
+    }
     child_end[0] = child_end[1] = child_end[2] = other;
-    return s->in >= 0 && s->out >= 0;
+    return true;
   }
   int pipes[3][2];
   for (int i = 0; i < 3; ++i) {
@@ -451,6 +456,16 @@ bool MakeStreams(bool tty, const winsize& size, Session* s, int child_end[3], st
   child_end[1] = pipes[1][1];
   child_end[2] = pipes[2][1];
   return true;
+}
+
+// Closes the helper's ends once each (a terminal's are one descriptor three
+// times: closing it again could close another thread's new descriptor).
+void CloseChildEnds(const int child[3]) {
+  for (int i = 0; i < 3; ++i) {
+    if (child[i] < 0) continue;
+    if ((i > 0 && child[i] == child[0]) || (i > 1 && child[i] == child[1])) continue;
+    close(child[i]);
+  }
 }
 
 void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Response& res) {
@@ -586,8 +601,9 @@ void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& 
   }
   s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake < 0 || pipe2(fail, O_CLOEXEC) != 0) {
-    for (int fd : {child[0], child[1], child[2]}) close(fd);
-    return net::ErrorResponse(res, 500, std::string("pipe: ") + strerror(errno));
+    int e = errno;
+    CloseChildEnds(child);
+    return net::ErrorResponse(res, 500, std::string("pipe: ") + strerror(e));
   }
   pid_t helper = fork();
   if (helper == 0) {
@@ -597,8 +613,8 @@ void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& 
     Helper(*plan, child[0], child[1], child[2], fail[1]);
   }
   int fork_errno = errno;
-  for (int fd : {child[0], child[1], child[2], fail[1]})
-    close(fd);  // a terminal's thrice: harmless
+  CloseChildEnds(child);
+  close(fail[1]);
   s->fail = fail[0];
   if (helper < 0) return net::ErrorResponse(res, 500, std::string("fork: ") + strerror(fork_errno));
   s->helper = helper;

@@ -108,13 +108,14 @@ class SyslogSink : public LineSink {
     clock_gettime(CLOCK_REALTIME, &now);
     std::string m =
         SyslogMessage(origin_, hostname_, line, int64_t{now.tv_sec} * 1000000 + now.tv_nsec / 1000);
+    bool retried = false;
     while (true) {
       if (send(fd_, m.data(), m.size(), MSG_NOSIGNAL) >= 0) return true;
-      // A refused datagram (nobody listening yet) reports on the next send;
-      // it is not this line's failure, so send it once more.
-      if (errno == EINTR || errno == ECONNREFUSED) {
-        if (errno == ECONNREFUSED && refused_retry_) return false;
-        refused_retry_ = errno == ECONNREFUSED;
+      if (errno == EINTR) continue;
+      // A refused datagram (nobody listening then) is reported on the next
+      // send: not this line's failure, so this one is sent once more.
+      if (errno == ECONNREFUSED && !retried) {
+        retried = true;
         continue;
       }
       return false;
@@ -125,7 +126,6 @@ class SyslogSink : public LineSink {
   LineOrigin origin_;
   std::string hostname_;
   int fd_ = -1;
-  bool refused_retry_ = false;
 };
 
 }  // namespace
