@@ -1,0 +1,53 @@
+#pragma once
+// Running a command inside a job (hostd's exec API, api_exec.cpp): what the
+// command must have is read from the job's main process and planned before
+// fork (ExecPlan); then a helper process joins the job's cgroup and
+// namespaces, enters its root and working directory, and forks the command
+// with the job's user, groups and capabilities (RunHelper). After fork the
+// helper is the child of a multi-threaded process: it makes only
+// async-signal-safe calls, so everything it needs is in the plan.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgfleet::hostd::exec {
+
+// Everything the helper needs, made before fork.
+struct ExecPlan {
+  std::vector<int> ns_fds;                // ipc, uts, net, pid, mnt of the job
+  std::vector<std::string> cgroup_procs;  // its cgroup.procs files
+  int root_fd = -1;                       // its root (containers)
+  int cwd_fd = -1;                        // its working directory
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  uint64_t cap_effective = 0, cap_permitted = 0, cap_bounding = ~0ull;
+  bool tty = false;  // stdin, stdout and stderr are one terminal: make it the controlling one
+  std::vector<std::string> argv_store, env_store;
+  std::vector<char*> argv, envp;
+  ExecPlan() = default;
+  ExecPlan(const ExecPlan&) = delete;
+  ExecPlan& operator=(const ExecPlan&) = delete;
+  ~ExecPlan();  // closes the descriptors
+};
+
+// The job's user, groups and capabilities, from /proc/<pid>/status; false
+// when the process is gone.
+bool ReadIdentity(pid_t pid, ExecPlan* p);
+
+// The job's environment, as its main process started with it.
+std::vector<std::string> ReadEnvironment(pid_t pid);
+
+// In the forked child: closes every other descriptor, joins the job and
+// runs the command with in/out/err as its stdin, stdout and stderr; exits
+// with the command's status (128 + signal), or 125-127 after writing where
+// it gave up to fail_fd (HelperFailure reads it).
+[[noreturn]] void RunHelper(const ExecPlan& p, int in_fd, int out_fd, int err_fd, int fail_fd);
+
+// What fail_fd says, in words ("" when the helper did not fail). Reads it.
+std::string HelperFailure(int fail_fd);
+
+}  // namespace pgfleet::hostd::exec
