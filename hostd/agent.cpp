@@ -206,10 +206,7 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   if (*job.state == model::JobState::kRunning) {
     // Reported running by an earlier life of this hostd, and nothing on
     // disk to re-attach to (Recover() adopted every attempt with a shim).
-    // About this job only (its uid), as every report is.
-    auto lost = model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt);
-    lost.uid = job.uid;
-    Enqueue(std::move(lost));
+    Enqueue(NoTraceOfAttempt(job.job, job.attempt, job.uid));
     return;
   }
   // Assigned to us but never delivered (scheduler died after commit, lost request).
@@ -225,9 +222,7 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   std::string err;
   auto res = supervisor_->Start(job.job, job.attempt, spec, &err);
   if (res == Supervisor::StartResult::kPreviousLife) {
-    auto lost = model::Report::Lost(job.job, job.attempt, kNoTraceOfAttempt);
-    lost.uid = job.uid;
-    Enqueue(std::move(lost));
+    Enqueue(NoTraceOfAttempt(job.job, job.attempt, job.uid));
   } else if (res == Supervisor::StartResult::kStarted) {
     spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job.job,
                  job.attempt);

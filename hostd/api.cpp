@@ -190,9 +190,7 @@ json StartOne(const Api& api, const StartItem& item) {
   api.supervisor.ForgetOtherJob(item.job, item.attempt, item.spec.uid);
   auto r = api.supervisor.Start(item.job, item.attempt, item.spec, &err);
   if (r == Supervisor::StartResult::kPreviousLife) {
-    auto lost = model::Report::Lost(item.job, item.attempt, kNoTraceOfAttempt);
-    lost.uid = item.spec.uid;
-    api.agent.Enqueue(std::move(lost));
+    api.agent.Enqueue(NoTraceOfAttempt(item.job, item.attempt, item.spec.uid));
   }
   return {{"job", item.job}, {"attempt", item.attempt}, {"status", StartStatus(r)}, {"error", err}};
 }

@@ -47,10 +47,16 @@ namespace pgfleet::hostd {
 
 inline constexpr size_t kOutputTailBytes = 4096;
 
-// The error of the lost report for an attempt whose directory exists but
-// holds nothing to re-attach to (StartResult::kPreviousLife).
-inline constexpr const char* kNoTraceOfAttempt =
-    "hostd restarted and found no shim or exit record for the attempt";
+// The lost report for an attempt the database assigns here of which this
+// host has no trace (its directory holds nothing to re-attach to:
+// StartResult::kPreviousLife; or nothing of it at all), about the job of
+// that uid only, as every report is.
+inline model::Report NoTraceOfAttempt(int64_t job, int attempt, const std::string& uid) {
+  auto r = model::Report::Lost(job, attempt,
+                               "hostd restarted and found no shim or exit record for the attempt");
+  r.uid = uid;
+  return r;
+}
 
 struct JobInfo {
   int64_t job_id = 0;

@@ -150,15 +150,20 @@ create trigger jobs_check_transition
   execute function pgfleet.jobs_check_transition();
 
 -- A deleted job takes its events with it (what job_events' foreign key did
--- until migration 0014), once per DELETE statement, whoever deletes.
+-- until migration 0014), once per DELETE statement, whoever deletes; TRUNCATE,
+-- which fires no delete trigger, empties job_events.
 create or replace function pgfleet.jobs_after_delete() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 begin
-  delete from pgfleet.job_events e using gone_jobs g where e.job_id = g.id;
+  if tg_op = 'TRUNCATE' then
+    truncate pgfleet.job_events;
+  else
+    delete from pgfleet.job_events e using gone_jobs g where e.job_id = g.id;
+  end if;
   return null;
 end $$;
 comment on function pgfleet.jobs_after_delete() is
-  'Statement-level AFTER DELETE on jobs: deletes the deleted jobs'' events (job_events has no foreign key: migration 0014).';
+  'Statement-level AFTER DELETE and AFTER TRUNCATE on jobs: deletes the deleted jobs'' events, or truncates job_events (job_events has no foreign key: migration 0014).';
 revoke execute on function pgfleet.jobs_after_delete() from public;
 
 drop trigger if exists jobs_after_delete on pgfleet.jobs;
@@ -166,22 +171,10 @@ create trigger jobs_after_delete
   after delete on pgfleet.jobs
   referencing old table as gone_jobs
   for each statement execute function pgfleet.jobs_after_delete();
-
--- TRUNCATE fires no delete trigger: emptying jobs empties job_events too.
-create or replace function pgfleet.jobs_after_truncate() returns trigger
-language plpgsql security definer set search_path = pgfleet, pg_temp as $$
-begin
-  truncate pgfleet.job_events;
-  return null;
-end $$;
-comment on function pgfleet.jobs_after_truncate() is
-  'AFTER TRUNCATE on jobs: truncates job_events (what TRUNCATE ... CASCADE did through the foreign key before migration 0014).';
-revoke execute on function pgfleet.jobs_after_truncate() from public;
-
 drop trigger if exists jobs_after_truncate on pgfleet.jobs;
 create trigger jobs_after_truncate
   after truncate on pgfleet.jobs
-  for each statement execute function pgfleet.jobs_after_truncate();
+  for each statement execute function pgfleet.jobs_after_delete();
 
 -- Formation changes (scale, new service formation) wake the schedulers.
 create or replace function pgfleet.formations_notify() returns trigger

@@ -35,12 +35,12 @@ Report Report::Lost(int64_t job, int attempt, std::string error) {
 
 json ToJson(const Report& r) {
   json j{{"job", r.job}, {"attempt", r.attempt}, {"kind", std::string(ToString(r.kind))}};
+  // Every kind: a report of another database's attempt of the same id must
+  // not apply here (a running report without it did, and the job was lost).
+  if (!r.uid.empty()) j["uid"] = r.uid;
   switch (r.kind) {
     case ReportKind::kRunning:
-      // Its uid too (below): a running report of another database's attempt
-      // of the same id must not apply here (it did, and the job was then lost).
       j["pid"] = r.pid;
-      if (!r.uid.empty()) j["uid"] = r.uid;
       return j;
     case ReportKind::kExited:
       j["exit_code"] = r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);
@@ -55,7 +55,6 @@ json ToJson(const Report& r) {
       break;
   }
   j["error"] = r.error.empty() ? json(nullptr) : json(r.error);
-  if (!r.uid.empty()) j["uid"] = r.uid;
   return j;
 }
 
