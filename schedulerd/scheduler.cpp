@@ -141,7 +141,11 @@ bool Scheduler::WaitForWork(pqxx::connection& listen, Clock::time_point now) {
   auto until = std::min(until_tick, UntilNextRetry(listen));
   listen.await_notification(until.count() / 1000000, until.count() % 1000000);
   listen.get_notifs();
-  if (until < until_tick && Clock::now() >= now + until) all_dirty_ = true;
+  // Woken with no formation named while a retry's deadline bounded the wait:
+  // that deadline came, look. (Not by comparing clocks again: the wait may
+  // end up to a millisecond early, and a retry missed here waited for the
+  // next tick while next_retry_in, by the database's clock, saw it due.)
+  if (until < until_tick && dirty_.empty()) all_dirty_ = true;
   if (all_dirty_ || !dirty_.empty()) {
     ReleaseIdleLock(listen);  // awake: wakers need not notify while we work
     return true;
