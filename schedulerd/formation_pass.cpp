@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <set>
+#include <string>
+#include <unordered_map>
 
 #include "core/model/constants.h"
 #include "core/placement/placement.h"
@@ -12,15 +14,17 @@ namespace pgfleet::schedulerd {
 
 namespace {
 
-// Charges the pass's snapshot with a job just assigned to host_id.
-void Charge(std::optional<std::vector<store::SnapshotHost>>* pass_hosts, const std::string& host_id,
+// Charges the pass's snapshot with a job just assigned to host_id (`index`:
+// host id -> its place in the snapshot).
+void Charge(std::optional<std::vector<store::SnapshotHost>>* pass_hosts,
+            const std::unordered_map<std::string, size_t>& index, const std::string& host_id,
             const placement::JobRequest& job) {
   if (!pass_hosts->has_value()) return;
-  for (auto& h : **pass_hosts) {
-    if (h.view.id != host_id) continue;
-    h.view.cpu_allocated += job.cpu;
-    h.view.memory_allocated += job.memory;
-  }
+  auto it = index.find(host_id);
+  if (it == index.end()) return;
+  auto& h = (**pass_hosts)[it->second];
+  h.view.cpu_allocated += job.cpu;
+  h.view.memory_allocated += job.memory;
 }
 
 }  // namespace
@@ -39,10 +43,14 @@ FormationPass::Placed FormationPass::Place(
   std::map<std::string, HostTarget> reach;
   std::map<int64_t, const placement::JobRequest*> requests;
   for (const auto& p : claimed) requests[p.request.id] = &p.request;
+  std::unordered_map<std::string, size_t> index;  // host id -> place in *pass_hosts
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
     if (round == 0 && !pass_hosts->has_value()) *pass_hosts = store::LoadHostSnapshot(tx);
+    if (index.empty() && pass_hosts->has_value()) {
+      for (size_t i = 0; i < (*pass_hosts)->size(); ++i) index[(**pass_hosts)[i].view.id] = i;
+    }
     std::vector<store::SnapshotHost> snapshot =
         round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx);
     std::vector<placement::HostView> hosts;
@@ -56,7 +64,7 @@ FormationPass::Placed FormationPass::Place(
     std::set<int64_t> done;
     for (const auto& a : store::AssignJobs(tx, plan.placements)) {
       done.insert(a.job_id);
-      Charge(pass_hosts, a.host_id, *requests[a.job_id]);
+      Charge(pass_hosts, index, a.host_id, *requests[a.job_id]);
       auto& target = out.planned[a.host_id];
       target.api_url = reach[a.host_id].api_url;
       target.ticket_key = reach[a.host_id].ticket_key;
@@ -83,12 +91,12 @@ FormationPassResult FormationPass::Work(
     pqxx::connection& conn, const store::Formation& formation, Targets* out,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   pqxx::work tx(conn);
-  if (!store::TryLockFormation(tx, formation.id)) {
+  auto shape = store::LockFormation(tx, formation.id);
+  if (!shape) {
     metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
     return {};
   }
-  auto shape = store::LoadFormation(tx, formation.id);
-  if (shape.is_service) ReconcileReplicas(tx, formation, shape.replicas, metrics_);
+  if (shape->is_service) ReconcileReplicas(tx, formation, shape->replicas, metrics_);
   auto claimed = store::ClaimPending(tx, formation.name, batch_size_);
   if (claimed.empty()) {
     tx.commit();

@@ -184,9 +184,9 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
     db::Deadline deadline(conn, kDbDeadline, WorkWho());
     std::vector<store::Formation> formations;
     {
-      pqxx::work tx(conn);
+      // One statement: no BEGIN and COMMIT round trips.
+      pqxx::nontransaction tx(conn);
       formations = store::FormationsToWork(tx, all, dirty);
-      tx.commit();
     }
     std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
     for (const auto& f : formations) {

@@ -5,7 +5,7 @@
 // replicas and writes the decision back.
 //
 // What must hold: called only inside the formation's transaction, after
-// store::TryLockFormation succeeded, so two schedulers never reconcile the
+// store::LockFormation succeeded, so two schedulers never reconcile the
 // same service at once. Replicas it creates are pending rows the same pass
 // then claims and places.
 

@@ -32,12 +32,13 @@ constexpr db::Statement kFormationsToWork{
     "                           and h.state in ('draining', 'offline')))))"
     " order by m.p desc nulls last, f.id"};
 
-constexpr db::Statement kTryLockFormation{"schedulerd_try_lock_formation",
-                                          "select pgfleet.try_lock_formation($1) as locked"};
-
-constexpr db::Statement kLoadFormation{
-    "schedulerd_load_formation",
-    "select kind = 'service' as is_service, replicas from pgfleet.formations where id = $1"};
+// The lock is taken only for the formation's row (none: gone, nothing to do).
+// Its shape read in the same statement, before the lock, is what it would
+// be after it: schedulers never change a formation's kind or replicas.
+constexpr db::Statement kLockFormation{
+    "schedulerd_lock_formation",
+    "select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,"
+    "       f.replicas from pgfleet.formations f where f.id = $1"};
 
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
@@ -57,7 +58,9 @@ constexpr db::Statement kLoadHostSnapshot{
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
     "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
-    "   and hb.last_seen > now() - pgfleet.host_ttl()"};
+    // host_ttl() once (an init plan), not once per host row: 15 ms a call at
+    // 1,000 hosts against 1 ms (docs/benchmarks.md)
+    "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
 
 constexpr db::Statement kAssignJobs{
     "schedulerd_assign_jobs",
@@ -144,8 +147,7 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kFormationsToWork,
-                        &kTryLockFormation,
-                        &kLoadFormation,
+                        &kLockFormation,
                         &kClaimPending,
                         &kLoadHostSnapshot,
                         &kAssignJobs,
@@ -177,13 +179,10 @@ std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
   return out;
 }
 
-bool TryLockFormation(pqxx::transaction_base& tx, int formation_id) {
-  return db::Exec1(tx, kTryLockFormation, formation_id)["locked"].as<bool>();
-}
-
-FormationShape LoadFormation(pqxx::transaction_base& tx, int formation_id) {
-  auto r = db::Exec1(tx, kLoadFormation, formation_id);
-  return {r["is_service"].as<bool>(), r["replicas"].as<int>()};
+std::optional<FormationShape> LockFormation(pqxx::transaction_base& tx, int formation_id) {
+  auto rows = db::Exec(tx, kLockFormation, formation_id);
+  if (rows.empty() || !rows[0]["locked"].as<bool>()) return std::nullopt;
+  return FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>()};
 }
 
 std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,

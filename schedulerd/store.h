@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -43,14 +44,13 @@ struct Formation {
 std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
                                         const std::set<int>& ids);
 
-// pg_try_advisory_xact_lock on the formation: false when another scheduler holds it.
-bool TryLockFormation(pqxx::transaction_base& tx, int formation_id);
-
 struct FormationShape {
   bool is_service = false;
   int replicas = 0;
 };
-FormationShape LoadFormation(pqxx::transaction_base& tx, int formation_id);
+// pg_try_advisory_xact_lock on the formation and its shape, in one round
+// trip: nullopt when another scheduler holds the lock or the formation is gone.
+std::optional<FormationShape> LockFormation(pqxx::transaction_base& tx, int formation_id);
 
 struct PendingJob {
   placement::JobRequest request;
