@@ -35,7 +35,7 @@ for _ in $(seq 1 120); do
 done
 sleep 5
 hollow_rss=$(rss_mb "$hollow_pid")
-per_host_kb=$(echo "scale=1; $hollow_rss * 1024 / 1000" | bc)
+per_host_kb=$(calc "scale=1; $hollow_rss * 1024 / 1000")
 if [ "$json" -eq 1 ]; then
   printf '{"memory":true,"scheduler_hosts":10000,"scheduler_pending":100000,"scheduler_rss_mb":%s,"scheduler_peak_rss_mb":%s,"pending_with_reason":%d,"hostd_idle_rss_mb":%s,"hollow_hosts":1000,"hollow_process_rss_mb":%s,"rss_per_hollow_host_kb":%s}\n' \
     "$sched_rss" "$sched_hwm" "$reasons" "$hostd_rss" "$hollow_rss" "$per_host_kb"

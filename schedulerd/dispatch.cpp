@@ -38,15 +38,20 @@ std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTa
   std::string body;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Dispatch& d = jobs[i];
-    json doc{{"job", d.job_id}, {"attempt", d.attempt}, {"spec", d.spec}};
-    if (!d.uid.empty()) doc["uid"] = d.uid;
+    // Built as text: the spec is already JSON, and the uid and ticket are
+    // quoted by the JSON library.
+    std::string item = R"({"job":)" + std::to_string(d.job_id) + R"(,"attempt":)" +
+                       std::to_string(d.attempt) + R"(,"spec":)" + d.spec;
+    if (!d.uid.empty()) item += R"(,"uid":)" + json(d.uid).dump();
     // A host without a key gets no ticket and refuses the job (400): it goes back to pending.
     if (net::IsTicketKey(target.ticket_key)) {
-      doc["ticket"] = net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
-                                       d.privileged, now + net::kTicketSeconds, ""},
-                                      target.ticket_key);
+      item += R"(,"ticket":)" +
+              json(net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
+                                    d.privileged, now + net::kTicketSeconds, ""},
+                                   target.ticket_key))
+                  .dump(-1, ' ', false, json::error_handler_t::replace);
     }
-    std::string item = doc.dump(-1, ' ', false, json::error_handler_t::replace);
+    item += '}';
     bool open = !body.empty();
     if (open && body.size() + 1 + item.size() + kTail.size() > max_bytes) {
       bodies.push_back(body + kTail);

@@ -5,6 +5,7 @@
 #include "core/db/statements.h"
 #include "core/model/constants.h"
 #include "core/model/states.h"
+#include "core/util/text.h"
 
 namespace pgfleet::schedulerd::store {
 namespace {
@@ -198,7 +199,10 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
     p.request.priority = r["priority"].as<int>();
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
     p.request.privileged = r["privileged"].as<bool>();
-    p.spec = json::parse(r["spec"].as<std::string>());
+    // Kept as text and sent as is (parsing it and dumping it again cost the
+    // scheduler more than placing the job); only invalid UTF-8, which a
+    // SQL_ASCII database can hold, is replaced, so hostd can parse it.
+    p.spec = util::SanitizeUtf8(r["spec"].as<std::string>());
     p.uid = r["uid"].as<std::string>();
     out.push_back(std::move(p));
   }

@@ -54,8 +54,8 @@ std::optional<FormationShape> LockFormation(pqxx::transaction_base& tx, int form
 
 struct PendingJob {
   placement::JobRequest request;
-  nlohmann::json spec;  // pgfleet.job_spec(j): what hostd is sent
-  std::string uid;      // jobs.uid ("" for jobs from before it existed)
+  std::string spec;  // pgfleet.job_spec(j) as JSON text (valid UTF-8): what hostd is sent
+  std::string uid;   // jobs.uid ("" for jobs from before it existed)
 };
 // Locks and returns up to `limit` placeable pending jobs of the formation
 // (priority order, skipping rows other schedulers hold).
