@@ -37,21 +37,37 @@ language sql immutable parallel safe as $$ select -3 $$;
 comment on function pgfleet.idle_lock_key() is
   'Second key of the idle-schedulers advisory lock (first key pgfleet.lock_class()): a sleeping scheduler holds it exclusively; pgfleet.wake_schedulers() notifies only then. Equals kIdleLockKey in core/model/constants.h.';
 
+-- Asked before every NOTIFY that wakes the schedulers. Every scheduler busy
+-- (none holds the idle lock exclusively): false, and no NOTIFY, which would
+-- serialize this commit with every other notifying one. The shared lock lasts
+-- until this transaction ends, so a scheduler that goes to sleep gets its
+-- exclusive lock only after this commits, and then looks at everything once
+-- before sleeping. A SQL function, inlined: PL/pgSQL callers evaluate it as
+-- a simple expression, with no statement of its own.
+create or replace function pgfleet.schedulers_sleep() returns boolean
+language sql volatile as $$
+  select not pg_try_advisory_xact_lock_shared(pgfleet.lock_class(), pgfleet.idle_lock_key())
+$$;
+comment on function pgfleet.schedulers_sleep() is
+  'True when some scheduler sleeps holding the idle lock (pgfleet.idle_lock_key()), so a change must NOTIFY it; false otherwise, having taken that lock shared until commit (a scheduler going to sleep then looks at everything once first).';
+
+create or replace function pgfleet.notify_schedulers(p_payloads text[]) returns void
+language plpgsql as $$
+begin
+  perform pg_notify(pgfleet.work_channel(), p) from unnest(p_payloads) p;
+end $$;
+comment on function pgfleet.notify_schedulers(text[]) is
+  'NOTIFYs pgfleet.work_channel() once per payload (formation ids or pgfleet.all_formations()); callers ask pgfleet.schedulers_sleep() first.';
+
 create or replace function pgfleet.wake_schedulers(p_payloads text[]) returns void
 language plpgsql as $$
 begin
-  -- Every scheduler is busy (none holds the lock exclusively): no NOTIFY,
-  -- which would serialize this commit with every other notifying one. The
-  -- shared lock lasts until this transaction ends, so a scheduler that goes
-  -- to sleep gets its exclusive lock only after this commits, and then looks
-  -- at everything once before sleeping.
-  if pg_try_advisory_xact_lock_shared(pgfleet.lock_class(), pgfleet.idle_lock_key()) then
-    return;
+  if pgfleet.schedulers_sleep() then
+    perform pgfleet.notify_schedulers(p_payloads);
   end if;
-  perform pg_notify(pgfleet.work_channel(), p) from unnest(p_payloads) p;
 end $$;
 comment on function pgfleet.wake_schedulers(text[]) is
-  'Wakes sleeping schedulers about these formation ids (or pgfleet.all_formations()): NOTIFYs pgfleet.work_channel() only when a scheduler sleeps holding the idle lock; otherwise takes that lock shared until commit.';
+  'Wakes sleeping schedulers about these formation ids (or pgfleet.all_formations()): NOTIFYs pgfleet.work_channel() only when a scheduler sleeps holding the idle lock (pgfleet.schedulers_sleep); otherwise takes that lock shared until commit.';
 
 create or replace function pgfleet.host_loss_limit() returns integer
 language sql immutable parallel safe as $$ select 3 $$;

@@ -230,8 +230,8 @@ begin
     into v_jobs, v_attempts, v_kinds, v_accepted, v_freed, v_changed
     from rx;
   perform pgfleet.notify_waiters(v_changed);  -- only jobs someone waits for
-  if v_freed then
-    perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
+  if v_freed and pgfleet.schedulers_sleep() then  -- pgfleet.wake_schedulers, inlined
+    perform pgfleet.notify_schedulers(array[pgfleet.all_formations()]);
   end if;
   return query select * from unnest(v_jobs, v_attempts, v_kinds, v_accepted);
 end $$;

@@ -12,12 +12,14 @@ declare
   v_deleted_job bigint;
   v_deleted_formation text;
   v_caller text := pgfleet.caller();
-  v_caller_privileged boolean := pgfleet.caller_privileged();
+  v_admin boolean := pgfleet.is_admin(v_caller);
+  -- pgfleet.caller_privileged(), with the admin check done once
+  v_caller_privileged boolean := v_admin or pg_has_role(v_caller, 'pgfleet_privileged', 'member');
 begin
   -- Who may insert what (docs/security.md). A job is its submitter's: only
   -- admins and schedulers (replicas take their formation's owner) may name
   -- another owner or mark a job privileged without being privileged.
-  if not (pgfleet.is_admin(v_caller) or pg_has_role(v_caller, 'pgfleet_scheduler', 'member')) then
+  if not (v_admin or pg_has_role(v_caller, 'pgfleet_scheduler', 'member')) then
     select n.id, case when n.owner <> v_caller then 'owner' else 'privileged' end as col, n.owner
       into v_bad from new_jobs n
      where n.owner <> v_caller or (n.privileged and not v_caller_privileged)
@@ -106,15 +108,24 @@ begin
       v_deleted_formation
       using errcode = 'check_violation', column = 'formation', detail = format('job %s', v_deleted_job);
   end if;
-  insert into pgfleet.formations (name)
-  select distinct n.formation from new_jobs n
-   where not exists (select 1 from pgfleet.formations f where f.name = n.formation)
-  on conflict (name) do nothing;
+  -- (An INSERT only when a formation is unknown: setting one up costs more
+  -- than asking.)
+  if exists (select 1 from new_jobs n
+              where not exists (select 1 from pgfleet.formations f where f.name = n.formation)) then
+    insert into pgfleet.formations (name)
+    select distinct n.formation from new_jobs n
+     where not exists (select 1 from pgfleet.formations f where f.name = n.formation)
+    on conflict (name) do nothing;
+  end if;
   insert into pgfleet.job_events (job_id, attempt, kind)
   select n.id, 0, 'created' from new_jobs n;
-  perform pgfleet.wake_schedulers(array(
-    select f.id::text from pgfleet.formations f
-     where f.name in (select distinct n.formation from new_jobs n)));
+  -- (pgfleet.wake_schedulers, with the formations looked up only when a
+  -- scheduler sleeps.)
+  if pgfleet.schedulers_sleep() then
+    perform pgfleet.notify_schedulers(array(
+      select f.id::text from pgfleet.formations f
+       where f.name in (select distinct n.formation from new_jobs n)));
+  end if;
   return null;
 end $$;
 comment on function pgfleet.jobs_after_insert() is
