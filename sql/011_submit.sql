@@ -43,7 +43,7 @@ begin
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
                  ' from jsonb_populate_record(null::pgfleet.jobs, $2) r'
-                 ' on conflict on constraint "idempotency_key must be unique" do nothing'
+                 ' on conflict (idempotency_key) where idempotency_key is not null do nothing'
                  ' returning j.id', v_columns, replace(v_columns, ', ', ', r.'))
     into v_id using command, v_given;
   if v_id is null then  -- a concurrent submit with the same key won
