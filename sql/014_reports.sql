@@ -229,7 +229,11 @@ begin
          exists (select 1 from freed), (select array_agg(s.id) from s)
     into v_jobs, v_attempts, v_kinds, v_accepted, v_freed, v_changed
     from rx;
-  perform pgfleet.notify_waiters(v_changed);  -- only jobs someone waits for
+  -- Only jobs someone waits for; nobody waits most of the time, and asking
+  -- costs less than the call (docs/benchmarks.md).
+  if exists (select 1 from pgfleet.job_waiters) then
+    perform pgfleet.notify_waiters(v_changed);
+  end if;
   if v_freed and pgfleet.schedulers_sleep() then  -- pgfleet.wake_schedulers, inlined
     perform pgfleet.notify_schedulers(array[pgfleet.all_formations()]);
   end if;
