@@ -21,6 +21,9 @@ constexpr auto kRetryPause = std::chrono::milliseconds(200);
 constexpr auto kFirstPoll = std::chrono::milliseconds(5);
 // How long a scheduler waits for the idle lock before it polls instead.
 constexpr auto kIdleLockWait = std::chrono::milliseconds(50);
+// A wait for the tick may end up to a millisecond early: a tick due within
+// this much is done now, not after one more query and a sub-millisecond wait.
+constexpr auto kTickSlack = std::chrono::milliseconds(2);
 
 }  // namespace
 
@@ -79,7 +82,7 @@ void Scheduler::Maintain(pqxx::connection& conn, Clock::time_point now) {
     maintenance_.Heartbeat(conn);
     last_heartbeat_ = now;
   }
-  if (now - last_full_pass_ >= config_.tick) {
+  if (now - last_full_pass_ + kTickSlack >= config_.tick) {
     all_dirty_ = true;  // safety net: a lost NOTIFY only delays work
     last_full_pass_ = now;
     if (maintenance_.SweepLostHosts(conn)) all_dirty_ = true;

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/model/constants.h"
 #include "core/util/text.h"
 #include "test_support.h"
 
@@ -59,6 +60,25 @@ TEST(FrozenBackendTest, DaemonsLeaveStoppedBackendsReconnectAndRunNothingTwice) 
       30s))
       << cluster.Logs();
   std::string long_pid = db.Scalar("select pid from pgfleet.jobs where id = " + long_job);
+  // Freeze the backends while the scheduler sleeps (it holds the idle lock
+  // and waits for a NOTIFY or its tick), not while it still finishes the
+  // job's dispatch: woken, its first query then goes out on its work
+  // connection, whose deadline this test is about. (Frozen mid-dispatch, the
+  // first blocked query may be on its listen connection: that deadline fires
+  // instead, and the scheduler recovers the same way.)
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db.Count(
+                   "select count(*) from pg_locks where locktype = 'advisory'"
+                   " and database = (select oid from pg_database"
+                   "                  where datname = current_database())"
+                   " and mode = 'ExclusiveLock' and granted and classid = " +
+                   std::to_string(model::kLockClass) + " and objid = " +
+                   std::to_string(static_cast<uint32_t>(model::kIdleLockKey))) == 1;
+      },
+      10s))
+      << cluster.Logs();
+  std::this_thread::sleep_for(300ms);
 
   // Every daemon connection of this database: the scheduler's two and the
   // host's one (this query's own backend is excluded; the test connects anew
