@@ -154,21 +154,29 @@ Cluster::Cluster(const TestDatabase& db) : db_(db) {
 
 Cluster::~Cluster() {
   // Jobs outlive hostd by design; a test must not leave its jobs behind.
-  try {
-    pqxx::connection c(db_.dsn());
-    pqxx::work tx(c);
-    for (const auto& r : tx.exec("select pid from pgfleet.jobs where pid is not null and state in "
-                                 "('assigned', 'running')")) {
-      pid_t pid = r[0].as<int>();
-      if (pid > 1) {
-        kill(-pid, SIGKILL);
-        kill(pid, SIGKILL);
+  // Killed once while the daemons run, and again once they have stopped: a
+  // service's scheduler replaces killed replicas, and hostd reports the pids
+  // of jobs it started meanwhile before it exits.
+  auto kill_jobs = [this] {
+    try {
+      pqxx::connection c(db_.dsn());
+      pqxx::work tx(c);
+      for (const auto& r :
+           tx.exec("select pid from pgfleet.jobs where pid is not null and state in "
+                   "('assigned', 'running')")) {
+        pid_t pid = r[0].as<int>();
+        if (pid > 1) {
+          kill(-pid, SIGKILL);
+          kill(pid, SIGKILL);
+        }
       }
+    } catch (const std::exception&) {
     }
-  } catch (const std::exception&) {
-  }
+  };
+  kill_jobs();
   // Hosts first, then schedulers: reverse start order.
   for (auto it = procs_.rbegin(); it != procs_.rend(); ++it) (*it)->Stop(std::chrono::seconds(5));
+  kill_jobs();
 }
 
 Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string> extra) {
