@@ -1,3 +1,6 @@
+// The cgroup hierarchy hostd finds, and each job's cgroup in it: created with
+// its limits, joined, signalled and deleted. (What one used: cgroup_usage.cpp.)
+
 #include "hostd/drivers/cgroup.h"
 
 #include <fcntl.h>
@@ -50,23 +53,6 @@ bool WriteSmallFile(const std::string& path, const std::string& value) {
   ssize_t n = write(fd, value.data(), value.size());
   close(fd);
   return n == static_cast<ssize_t>(value.size());
-}
-
-int64_t ParseInt(const std::string& s) { return std::strtoll(s.c_str(), nullptr, 10); }
-
-// Value of "key N" in a flat-keyed file (memory.oom_control, memory.events, cpu.stat).
-int64_t KeyedValue(const std::string& text, const std::string& key) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    if (text.compare(pos, key.size(), key) == 0 && pos + key.size() < eol &&
-        text[pos + key.size()] == ' ') {
-      return ParseInt(text.substr(pos + key.size() + 1, eol - pos - key.size() - 1));
-    }
-    pos = eol + 1;
-  }
-  return 0;
 }
 
 bool IsCgroup2(const std::string& mount_point) {
@@ -298,7 +284,7 @@ std::vector<pid_t> JobCgroup::Procs() const {
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
     if (eol == std::string::npos) eol = text.size();
-    if (eol > pos) out.push_back(static_cast<pid_t>(ParseInt(text.substr(pos, eol - pos))));
+    if (eol > pos) out.push_back(static_cast<pid_t>(std::strtoll(text.c_str() + pos, nullptr, 10)));
     pos = eol + 1;
   }
   return out;
@@ -329,44 +315,6 @@ bool JobCgroup::KillAll(int timeout_ms) const {
     // Killed processes leave the cgroup when they exit, which takes a moment.
     std::this_thread::sleep_for(std::chrono::microseconds(round < 10 ? 200 : 2000));
   }
-}
-
-CgroupUsage JobCgroup::ReadUsage() const {
-  CgroupUsage u;
-  if (destroyed_) return u;
-  if (sys_.unified()) {
-    u.oom_kills = KeyedValue(util::ReadFileOrEmpty(File("memory", "memory.events")), "oom_kill");
-    u.peak_memory_bytes =
-        ParseInt(util::ReadFileOrEmpty(File("memory", "memory.peak")));  // Linux 5.19+
-    u.cpu_seconds = KeyedValue(util::ReadFileOrEmpty(File("cpu", "cpu.stat")), "usage_usec") / 1e6;
-  } else {
-    u.oom_kills =
-        KeyedValue(util::ReadFileOrEmpty(File("memory", "memory.oom_control")), "oom_kill");
-    u.peak_memory_bytes =
-        ParseInt(util::ReadFileOrEmpty(File("memory", "memory.max_usage_in_bytes")));
-    u.cpu_seconds = ParseInt(util::ReadFileOrEmpty(File("cpuacct", "cpuacct.usage"))) / 1e9;
-  }
-  return u;
-}
-
-std::optional<CgroupNow> ReadCgroupNow(const CgroupSystem& sys, const std::string& path) {
-  // A group that is gone has no files; "0" from an existing one is a reading.
-  auto read = [&](const char* controller, const char* file, std::string* out) {
-    *out = util::ReadFileOrEmpty(sys.Dir(controller, path) + "/" + file);
-    return !out->empty();
-  };
-  std::string cpu, mem;
-  CgroupNow now;
-  if (sys.unified()) {
-    if (!read("cpu", "cpu.stat", &cpu) || !read("memory", "memory.current", &mem)) return {};
-    now.cpu_seconds = KeyedValue(cpu, "usage_usec") / 1e6;
-  } else {
-    if (!read("cpuacct", "cpuacct.usage", &cpu) || !read("memory", "memory.usage_in_bytes", &mem))
-      return {};
-    now.cpu_seconds = ParseInt(cpu) / 1e9;
-  }
-  now.memory_bytes = ParseInt(mem);
-  return now;
 }
 
 void JobCgroup::Destroy() {
