@@ -66,9 +66,9 @@ bool AuthorizeJobRequest(const Api& api, const httplib::Request& req, httplib::R
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res);
 // GET /v1/jobs/{id}/fs?path=P (api_fs.cpp)
 void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& res);
-// POST /v1/jobs/{id}/exec (api_exec.cpp)
 // POST /v1/jobs: start a dispatched batch (api_start.cpp).
 void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Response& res);
+// POST /v1/jobs/{id}/exec (api_exec.cpp)
 void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& res);
 // POST /v1/jobs/{id}/exec/stdin: more stdin (or a resize) for a streamed exec.
 void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Response& res);

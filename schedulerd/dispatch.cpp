@@ -49,7 +49,7 @@ std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTa
               json(net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
                                     d.privileged, now + net::kTicketSeconds, ""},
                                    target.ticket_key))
-                  .dump(-1, ' ', false, json::error_handler_t::replace);
+                  .dump();
     }
     item += '}';
     bool open = !body.empty();

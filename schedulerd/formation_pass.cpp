@@ -2,32 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <set>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "core/model/constants.h"
 #include "core/placement/placement.h"
 #include "schedulerd/service.h"
 
 namespace pgfleet::schedulerd {
-
-namespace {
-
-// Charges the pass's snapshot with a job just assigned to host_id (`index`:
-// host id -> its place in the snapshot).
-void Charge(std::optional<std::vector<store::SnapshotHost>>* pass_hosts,
-            const std::unordered_map<std::string, size_t>& index, const std::string& host_id,
-            const placement::JobRequest& job) {
-  if (!pass_hosts->has_value()) return;
-  auto it = index.find(host_id);
-  if (it == index.end()) return;
-  auto& h = (**pass_hosts)[it->second];
-  h.view.cpu_allocated += job.cpu;
-  h.view.memory_allocated += job.memory;
-}
-
-}  // namespace
 
 FormationPass::Placed FormationPass::Place(
     pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
@@ -43,14 +27,13 @@ FormationPass::Placed FormationPass::Place(
   std::map<std::string, HostTarget> reach;
   std::map<int64_t, const placement::JobRequest*> requests;
   for (const auto& p : claimed) requests[p.request.id] = &p.request;
-  std::unordered_map<std::string, size_t> index;  // host id -> place in *pass_hosts
+  // What this pass assigned to each host, charged to the pass's snapshot at
+  // the end (the next formation's first round plans against it).
+  std::map<std::string, std::pair<int, int>> charged;  // host -> cpu, memory
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
     if (round == 0 && !pass_hosts->has_value()) *pass_hosts = store::LoadHostSnapshot(tx);
-    if (index.empty() && pass_hosts->has_value()) {
-      for (size_t i = 0; i < (*pass_hosts)->size(); ++i) index[(**pass_hosts)[i].view.id] = i;
-    }
     std::vector<store::SnapshotHost> snapshot =
         round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx);
     std::vector<placement::HostView> hosts;
@@ -64,7 +47,8 @@ FormationPass::Placed FormationPass::Place(
     std::set<int64_t> done;
     for (const auto& a : store::AssignJobs(tx, plan.placements)) {
       done.insert(a.job_id);
-      Charge(pass_hosts, index, a.host_id, *requests[a.job_id]);
+      charged[a.host_id].first += requests[a.job_id]->cpu;
+      charged[a.host_id].second += requests[a.job_id]->memory;
       auto& target = out.planned[a.host_id];
       target.api_url = reach[a.host_id].api_url;
       target.ticket_key = reach[a.host_id].ticket_key;
@@ -83,6 +67,14 @@ FormationPass::Placed FormationPass::Place(
       metrics_.Add("pgfleet_scheduler_replans_total", 1);
     }
     todo = std::move(retry);
+  }
+  if (pass_hosts->has_value() && !charged.empty()) {
+    for (auto& h : **pass_hosts) {
+      auto it = charged.find(h.view.id);
+      if (it == charged.end()) continue;
+      h.view.cpu_allocated += it->second.first;
+      h.view.memory_allocated += it->second.second;
+    }
   }
   return out;
 }

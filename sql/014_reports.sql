@@ -234,8 +234,8 @@ begin
   if exists (select 1 from pgfleet.job_waiters) then
     perform pgfleet.notify_waiters(v_changed);
   end if;
-  if v_freed and pgfleet.schedulers_sleep() then  -- pgfleet.wake_schedulers, inlined
-    perform pgfleet.notify_schedulers(array[pgfleet.all_formations()]);
+  if v_freed then
+    perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
   return query select * from unnest(v_jobs, v_attempts, v_kinds, v_accepted);
 end $$;
