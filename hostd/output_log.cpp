@@ -135,16 +135,30 @@ void Writer::Prune() {
 
 std::vector<Segment> Segments(const std::string& dir) {
   std::vector<Segment> segs;
-  for (auto& s : RotatedFiles(dir)) {
-    struct stat st {};
-    if (stat(s.path.c_str(), &st) != 0) continue;  // pruned meanwhile
-    s.size = static_cast<uint64_t>(st.st_size);
-    s.inode = static_cast<uint64_t>(st.st_ino);
-    segs.push_back(std::move(s));
-  }
   Segment cur{dir + "/" + kCurrent, 0, 0, 0};
+  // The current file's inode before and after listing the rotated ones: a
+  // rotation that completed in between put a file in place whose start the
+  // listing cannot give (its predecessor is missing from it), so list again.
+  auto current_inode = [&cur](struct stat* st) -> uint64_t {
+    if (stat(cur.path.c_str(), st) == 0) return static_cast<uint64_t>(st->st_ino);
+    *st = {};
+    return 0;
+  };
   struct stat st {};
-  if (stat(cur.path.c_str(), &st) != 0) {
+  bool settled = false;
+  for (int attempt = 0; attempt < 5 && !settled; ++attempt) {
+    segs.clear();
+    uint64_t before = current_inode(&st);
+    for (auto& s : RotatedFiles(dir)) {
+      struct stat rs {};
+      if (stat(s.path.c_str(), &rs) != 0) continue;  // pruned meanwhile
+      s.size = static_cast<uint64_t>(rs.st_size);
+      s.inode = static_cast<uint64_t>(rs.st_ino);
+      segs.push_back(std::move(s));
+    }
+    settled = current_inode(&st) == before;
+  }
+  if (st.st_ino == 0) {
     if (segs.empty()) return segs;  // no output at all
   } else {
     cur.size = static_cast<uint64_t>(st.st_size);
@@ -152,7 +166,9 @@ std::vector<Segment> Segments(const std::string& dir) {
   }
   if (!segs.empty()) {
     cur.start = segs.back().start + segs.back().size;
-    if (cur.inode == segs.back().inode) {
+    // Still rotating after every try: read nothing new from the current
+    // file this time, as mid-rotation below.
+    if (cur.inode == segs.back().inode || !settled) {
       // Mid-rotation: output.log is still the file just linked away; the
       // new current file, empty, is not in place yet.
       cur.size = 0;
