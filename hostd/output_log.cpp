@@ -185,6 +185,16 @@ Extent ExtentOf(const std::string& dir) {
   return {segs.front().start, segs.back().start + segs.back().size};
 }
 
+namespace {
+// Whether `segs` has the file of that inode starting at `start`.
+bool PlacedAt(const std::vector<Segment>& segs, uint64_t inode, uint64_t start) {
+  for (const auto& s : segs) {
+    if (s.inode == inode) return s.start == start;
+  }
+  return false;
+}
+}  // namespace
+
 std::string ReadAt(const std::string& dir, uint64_t* pos, size_t max_bytes) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto segs = Segments(dir);
@@ -214,6 +224,11 @@ std::string ReadAt(const std::string& dir, uint64_t* pos, size_t max_bytes) {
     ssize_t n = pread(fd, out.data(), out.size(), static_cast<off_t>(offset));
     close(fd);
     if (n <= 0) return "";
+    // output.log is a new file after every rotation, and a file made after
+    // the one snapshotted was pruned can get its inode number: what was read
+    // is that file's only if a fresh snapshot still places the inode at the
+    // same start. (A rotated file's name, its start, is never reused.)
+    if (current && !PlacedAt(Segments(dir), s.inode, s.start)) continue;
     out.resize(static_cast<size_t>(n));
     *pos += static_cast<uint64_t>(n);
     return out;
