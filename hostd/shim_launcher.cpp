@@ -268,28 +268,77 @@ Driver* PrepareForShims(const char* driver, const char* data_dir, const char* ho
   }
 }
 
-// Forks the shim for one request (fds: start pipe, locked dir, request) and
-// answers hostd with the shim's identity or the error.
+// In a forked child: becomes the shim for one request (fds: start pipe,
+// locked dir, request). Never returns.
+[[noreturn]] void BecomeShim(const std::string& dir, const std::vector<int>& fds, Driver* driver) {
+  // Descriptors to their agreed numbers (via high numbers, so neither dup2
+  // clobbers the other), then nothing of the launcher's.
+  int pipe_fd = fcntl(fds[0], F_DUPFD, 10);
+  int lock_fd = fcntl(fds[1], F_DUPFD, 10);
+  int request_fd = fcntl(fds[2], F_DUPFD, 10);
+  if (pipe_fd < 0 || lock_fd < 0 || request_fd < 0) _exit(127);
+  dup2(pipe_fd, attempt::kStartPipeFd);
+  dup2(lock_fd, attempt::kLockFd);
+  dup2(request_fd, attempt::kRequestFd);
+  RunShim(dir, driver);  // closes every other descriptor, the launcher socket included
+}
+
+// Forks the shim for one request and answers hostd with the shim's identity
+// or the error.
 void ForkShim(int sock, const std::string& dir, const std::vector<int>& fds, Driver* driver) {
   pid_t pid = fork();
-  if (pid == 0) {
-    // The shim: descriptors to their agreed numbers (via high numbers, so
-    // neither dup2 clobbers the other), then nothing of the launcher's.
-    int pipe_fd = fcntl(fds[0], F_DUPFD, 10);
-    int lock_fd = fcntl(fds[1], F_DUPFD, 10);
-    int request_fd = fcntl(fds[2], F_DUPFD, 10);
-    if (pipe_fd < 0 || lock_fd < 0 || request_fd < 0) _exit(127);
-    dup2(pipe_fd, attempt::kStartPipeFd);
-    dup2(lock_fd, attempt::kLockFd);
-    dup2(request_fd, attempt::kRequestFd);
-    RunShim(dir, driver);  // closes every other descriptor, the launcher socket included
-  }
+  if (pid == 0) BecomeShim(dir, fds, driver);
   int err = errno;
   for (int fd : fds) close(fd);
   // Not reaped before the next ReapAll(), so its /proc entry is surely its own.
   std::string reply = pid > 0 ? attempt::FormatProcessId({pid, attempt::ProcStartTime(pid)})
                               : "error fork: " + std::string(std::strerror(err));
   SendWithFds(sock, reply, {});
+}
+
+// A shim forked before its request, waiting for it on a socket of its own:
+// the fork (a few hundred microseconds, copying the launcher's page tables)
+// is then paid between jobs, not on a job's way to running.
+struct Spare {
+  attempt::ProcessId id;
+  int sock = -1;  // the launcher's end; closing it makes an unused spare exit
+};
+
+bool ForkSpare(int launcher_sock, Driver* driver, Spare* spare) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Holding hostd's socket would keep the launcher's end open after the
+    // launcher is gone: hostd must see EOF then.
+    close(launcher_sock);
+    close(sv[0]);
+    std::string dir;
+    std::vector<int> fds;
+    // EOF or garbage: the launcher is gone or gave this spare up.
+    if (ReceiveWithFds(sv[1], &dir, &fds) <= 0 || fds.size() != 3) _exit(0);
+    BecomeShim(dir, fds, driver);
+  }
+  close(sv[1]);
+  if (pid < 0) {
+    close(sv[0]);
+    return false;
+  }
+  spare->id = {pid, attempt::ProcStartTime(pid)};
+  spare->sock = sv[0];
+  return true;
+}
+
+// Hands the request to the spare and answers hostd with its identity. False
+// (the spare given up, the descriptors still ours) when it is gone.
+bool UseSpare(int sock, Spare* spare, const std::string& dir, const std::vector<int>& fds) {
+  bool sent = SendWithFds(spare->sock, dir, fds);
+  close(spare->sock);
+  spare->sock = -1;
+  if (!sent) return false;
+  for (int fd : fds) close(fd);
+  SendWithFds(sock, attempt::FormatProcessId(spare->id), {});
+  return true;
 }
 
 }  // namespace
@@ -316,11 +365,16 @@ void RunShimLauncher(int argc, char** argv) {
   }
   if (chdir("/") != 0) std::perror("pgfleet-hostd shim-launcher: chdir /");
   Driver* driver = PrepareForShims(argv[2], argv[3], argv[4]);
+  Spare spare;
+  bool spare_failed = false;
   while (true) {
     pollfd pfd{sock, POLLIN, 0};
-    int r = poll(&pfd, 1, 1000);
+    // Without a spare, make one once no request came for a millisecond
+    // (not while a shim just forked is starting its job on the same cores).
+    int r = poll(&pfd, 1, spare.sock < 0 && !spare_failed ? 1 : 1000);
     ReapAll();  // shims that ended (the launcher is their parent while it lives)
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && spare.sock < 0) spare_failed = !ForkSpare(sock, driver, &spare);
     if (r <= 0) continue;
     std::string dir;
     std::vector<int> fds;
@@ -335,6 +389,8 @@ void RunShimLauncher(int argc, char** argv) {
       SendWithFds(sock, "error malformed shim launch request", {});
       continue;
     }
+    if (spare.sock >= 0 && UseSpare(sock, &spare, dir, fds)) continue;
+    spare_failed = false;
     ForkShim(sock, dir, fds, driver);
   }
 }

@@ -3,17 +3,21 @@
 // linker resolving symbols of ~40 libraries), ten times a whole job start. So
 // hostd execs `pgfleet-hostd shim-launcher` once: a small single-threaded
 // process that forks one shim per request (a fork of a fresh process costs
-// well under a millisecond, and the driver is already made). Each forked shim
-// makes itself a session leader and runs RunShim's code; it never depends on
-// the launcher or on hostd again.
+// well under a millisecond, and the driver is already made), ahead of time:
+// one shim, the spare, waits forked for the next request, so a job's start
+// does not wait for the fork. Each shim makes itself a session leader and
+// runs RunShim's code; it never depends on the launcher or on hostd again.
 //
 // Protocol (SOCK_SEQPACKET, the launcher's end is its fd 3):
 //   hostd -> launcher: the attempt dir (absolute path), with three descriptors
 //                      (SCM_RIGHTS): the start pipe's write end, the locked
 //                      attempt directory, a memfd holding the request JSON
 //   launcher -> hostd: "<shim pid> <its start time>" or "error <message>"
+//   launcher -> spare: the same request, forwarded (the spare is a child
+//                      blocked on a socketpair of its own; it exits on EOF)
 // The launcher exits when hostd's end closes (hostd exited or was killed);
-// shims it forked keep running. It reaps its shims while it lives.
+// shims it forked keep running, an unused spare exits. It reaps its shims
+// while it lives.
 
 #include <sys/types.h>
 

@@ -31,7 +31,7 @@ constexpr db::Statement kReportJobs{
 constexpr db::Statement kHostJobs{
     "hostd_host_jobs",
     "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted,"
-    "       pgfleet.job_spec(j)::text as spec, coalesce(j.uid::text, '') as uid"
+    "       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
     "  from pgfleet.host_jobs($1) j"};
 
 }  // namespace

@@ -66,7 +66,7 @@ struct HostJob {
   std::optional<model::JobState> state;  // nullopt: a state this hostd does not know
   std::string state_name;                // as the database wrote it, for logs
   bool stop_wanted = false;              // desired_state = 'stop'
-  std::string spec_json;                 // pgfleet.job_spec(job)
+  std::string spec_json;                 // pgfleet.job_spec_json(job)
   std::string uid;                       // jobs.uid, "" for jobs from before it
 };
 std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host);

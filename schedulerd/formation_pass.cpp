@@ -80,14 +80,16 @@ FormationPass::Placed FormationPass::Place(
 }
 
 FormationPassResult FormationPass::Work(
-    pqxx::connection& conn, const store::Formation& formation, Targets* out,
+    pqxx::connection& conn, int formation_id, Targets* out,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   pqxx::work tx(conn);
-  auto shape = store::LockFormation(tx, formation.id);
-  if (!shape) {
-    metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
+  auto lock = store::LockFormation(tx, formation_id);
+  if (!lock.shape) {
+    if (lock.exists) metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
     return {};
   }
+  const auto& shape = lock.shape;
+  const store::Formation formation{formation_id, shape->name};
   if (shape->is_service) ReconcileReplicas(tx, formation, shape->replicas, metrics_);
   auto claimed = store::ClaimPending(tx, formation.name, batch_size_);
   if (claimed.empty()) {

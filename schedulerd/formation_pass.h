@@ -23,7 +23,7 @@
 namespace pgfleet::schedulerd {
 
 struct FormationPassResult {
-  bool locked = false;        // false: another scheduler holds the formation's lock
+  bool locked = false;        // false: another scheduler holds the formation's lock, or it is gone
   bool more_waiting = false;  // a full batch was claimed and placed: come back at once
   bool assigned = false;      // it assigned at least one job
 };
@@ -34,14 +34,15 @@ class FormationPass {
   FormationPass(int batch_size, metrics::Registry& metrics)
       : batch_size_(batch_size), metrics_(metrics) {}
 
-  // Runs the pass in its own transaction on conn; adds what committed to *out.
+  // Runs the pass of formation `formation_id` in its own transaction on conn
+  // (nothing when the formation is gone); adds what committed to *out.
   // pass_hosts: the hosts as the scheduler pass first saw them, shared by the
   // pass's formations in priority order and charged with what each assigns
   // (loaded by the first formation that needs it). Capacity freed while the
   // pass runs is left to the next pass, where the highest-priority formation
   // comes first again: a lower-priority formation later in the same pass
   // must not take it ahead of a higher one that just found none.
-  FormationPassResult Work(pqxx::connection& conn, const store::Formation& formation, Targets* out,
+  FormationPassResult Work(pqxx::connection& conn, int formation_id, Targets* out,
                            std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
  private:

@@ -149,11 +149,8 @@ bool Scheduler::WaitForWork(pqxx::connection& listen, Clock::time_point now) {
   // end up to a millisecond early, and a retry missed here waited for the
   // next tick while next_retry_in, by the database's clock, saw it due.)
   if (until < until_tick && dirty_.empty()) all_dirty_ = true;
-  if (all_dirty_ || !dirty_.empty()) {
-    ReleaseIdleLock(listen);  // awake: wakers need not notify while we work
-    return true;
-  }
-  return false;
+  // Still holding the lock: Run gives it back if this pass leaves work waiting.
+  return all_dirty_ || !dirty_.empty();
 }
 
 std::chrono::microseconds Scheduler::UntilNextRetry(pqxx::connection& conn) {
@@ -185,28 +182,33 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
   bool assigned = false;
   {
     db::Deadline deadline(conn, kDbDeadline, WorkWho());
-    std::vector<store::Formation> formations;
-    {
+    std::vector<int> formations;
+    if (!all && dirty.size() == 1) {
+      // One formation named (an insert's NOTIFY, or a full batch's return):
+      // its pass finds out itself whether there is work, one round trip
+      // sooner than asking first.
+      formations.push_back(*dirty.begin());
+    } else {
       // One statement: no BEGIN and COMMIT round trips.
       pqxx::nontransaction tx(conn);
-      formations = store::FormationsToWork(tx, all, dirty);
+      for (const auto& f : store::FormationsToWork(tx, all, dirty)) formations.push_back(f.id);
     }
     std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
-    for (const auto& f : formations) {
+    for (int id : formations) {
       if (stop) break;
       deadline.Renew();
       try {
-        auto result = formation_pass_.Work(conn, f, &targets, &pass_hosts);
-        if (result.more_waiting) dirty_.insert(f.id);
+        auto result = formation_pass_.Work(conn, id, &targets, &pass_hosts);
+        if (result.more_waiting) dirty_.insert(id);
         assigned = assigned || result.assigned;
       } catch (const pqxx::broken_connection&) {
         throw;
       } catch (const std::exception& e) {
         // Rolled back; retried next pass. Other formations' committed
         // assignments must still be dispatched below.
-        spdlog::warn("formation={} id={} pass failed, will retry: {}", f.name, f.id, e.what());
+        spdlog::warn("formation id={} pass failed, will retry: {}", id, e.what());
         metrics_.Add("pgfleet_scheduler_errors_total", 1);
-        dirty_.insert(f.id);
+        dirty_.insert(id);
       }
     }
   }
@@ -252,6 +254,13 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
         work = WaitForWork(*lc, now);
       }
       if (work && WorkDirty(*wc, stop)) poll_ = kFirstPoll;
+      if (holds_idle_lock_) {
+        // Busy (work left, or more arrived while this pass ran): give the
+        // lock back, so wakers stop notifying while we keep working.
+        db::Deadline deadline(*lc, kDbDeadline, ListenWho());
+        lc->get_notifs();
+        if (all_dirty_ || !dirty_.empty()) ReleaseIdleLock(*lc);
+      }
     } catch (const pqxx::broken_connection& e) {
       // Both connections are made again. Dropping the receiver would send
       // UNLISTEN and wait on the listen connection's backend, which may be

@@ -2,7 +2,8 @@
 // pgfleet-schedulerd's loop: wake on NOTIFY pgfleet_work or on the timer, work
 // every formation whose advisory lock it gets, dispatch after commit.
 //
-//   NOTIFY / timer -> dirty formations -> store::FormationsToWork
+//   NOTIFY / timer -> dirty formations -> store::FormationsToWork (skipped
+//     when one formation is named: it goes straight to its pass)
 //     -> FormationPass per formation (one transaction each, formation_pass.h)
 //     -> Dispatcher: assignments, then stop requests (dispatch.h)
 //   and on their own clocks: Maintenance (heartbeat, lost hosts, pruning).
@@ -17,8 +18,11 @@
 // model::kIdleLockKey) on its listen connection, looks at every formation once
 // (transactions that skipped their NOTIFY have committed by then), and sleeps
 // until a NOTIFY, which wakers send only while some scheduler holds that lock.
-// Woken, it gives the lock back before working, so its work costs inserts no
-// NOTIFY.
+// Woken, it keeps the lock through that pass (every waker meanwhile still
+// notifies, so nothing is missed) and gives it back only when the pass leaves
+// work waiting: a busy scheduler's work then costs inserts no NOTIFY, and a
+// job arriving alone costs no unlock before, and no relock after, its pass
+// (two round trips on its way to running, three more after).
 
 #include <atomic>
 #include <chrono>

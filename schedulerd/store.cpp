@@ -39,12 +39,12 @@ constexpr db::Statement kFormationsToWork{
 constexpr db::Statement kLockFormation{
     "schedulerd_lock_formation",
     "select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,"
-    "       f.replicas from pgfleet.formations f where f.id = $1"};
+    "       f.replicas, f.name from pgfleet.formations f where f.id = $1"};
 
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
     "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       j.privileged, pgfleet.job_spec(j)::text as spec, coalesce(j.uid::text, '') as uid"
+    "       j.privileged, pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
     "  from pgfleet.jobs j"
     " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
     "   and (j.not_before is null or j.not_before <= now())"
@@ -180,10 +180,15 @@ std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
   return out;
 }
 
-std::optional<FormationShape> LockFormation(pqxx::transaction_base& tx, int formation_id) {
+FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   auto rows = db::Exec(tx, kLockFormation, formation_id);
-  if (rows.empty() || !rows[0]["locked"].as<bool>()) return std::nullopt;
-  return FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>()};
+  FormationLock out;
+  if (rows.empty()) return out;
+  out.exists = true;
+  if (!rows[0]["locked"].as<bool>()) return out;
+  out.shape = FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>(),
+                             rows[0]["name"].as<std::string>()};
+  return out;
 }
 
 std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,

@@ -47,14 +47,19 @@ std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
 struct FormationShape {
   bool is_service = false;
   int replicas = 0;
+  std::string name;
+};
+struct FormationLock {
+  bool exists = false;                  // the formation's row was found
+  std::optional<FormationShape> shape;  // set when this transaction holds its lock
 };
 // pg_try_advisory_xact_lock on the formation and its shape, in one round
-// trip: nullopt when another scheduler holds the lock or the formation is gone.
-std::optional<FormationShape> LockFormation(pqxx::transaction_base& tx, int formation_id);
+// trip: no shape when another scheduler holds the lock or the formation is gone.
+FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id);
 
 struct PendingJob {
   placement::JobRequest request;
-  std::string spec;  // pgfleet.job_spec(j) as JSON text (valid UTF-8): what hostd is sent
+  std::string spec;  // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
   std::string uid;   // jobs.uid ("" for jobs from before it existed)
 };
 // Locks and returns up to `limit` placeable pending jobs of the formation

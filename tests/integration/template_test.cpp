@@ -95,6 +95,42 @@ TEST(FormationTemplate, ReplicasCarryEveryTemplateValue) {
                       "where formation = 'web' limit 1) x"));
 }
 
+// What the scheduler sends hostd (pgfleet.job_spec_json, as text) parses, as
+// hostd parses it, to the job's columns, and says what pgfleet.job_spec does.
+TEST(JobSpecJson, TheTextSentToHostdParsesToTheJobsColumns) {
+  TestDatabase db;
+  std::string id = db.Scalar(
+      "insert into pgfleet.jobs (command, env, cpu, memory, constraints, priority, max_attempts, "
+      "rootfs, run_as, network, pids_max, cpu_hard_limit, stop_grace_seconds, log_max_files, "
+      "log_max_file_mb) values (array['sh', '-c', 'echo \"hi\" \u00e9\\n'], "
+      "'{\"A\": \"x\\\"y\", \"B\": \"\u00fc\"}', 250, 96, '{\"zone\": \"b\"}', 70, 3, "
+      "'busybox', 'daemon', 'none', 77, true, 3, 4, 2) returning id");
+  std::string text = db.Scalar(
+      "select pgfleet.job_spec_json(j)::text from pgfleet.jobs j "
+      "where id = " +
+      id);
+  model::JobSpec s = model::ParseJobSpec(nlohmann::json::parse(text));
+  EXPECT_EQ((std::vector<std::string>{"sh", "-c", "echo \"hi\" \u00e9\\n"}), s.command);
+  EXPECT_EQ((std::map<std::string, std::string>{{"A", "x\"y"}, {"B", "\u00fc"}}), s.env);
+  EXPECT_EQ(250, s.cpu);
+  EXPECT_EQ(96, s.memory);
+  EXPECT_EQ((std::map<std::string, std::string>{{"zone", "b"}}), s.constraints);
+  EXPECT_EQ(70, s.priority);
+  EXPECT_EQ(3, s.max_attempts);
+  EXPECT_EQ("default", s.formation);
+  EXPECT_EQ("busybox", s.rootfs);
+  EXPECT_EQ("daemon", s.user);
+  EXPECT_EQ("none", s.network);
+  EXPECT_EQ(77, s.pids_max);
+  EXPECT_TRUE(s.cpu_hard_limit);
+  EXPECT_EQ(3, s.stop_grace_seconds);
+  EXPECT_EQ(4, s.log_max_files);
+  EXPECT_EQ(2, s.log_max_file_mb);
+  EXPECT_EQ("t", db.Scalar("select pgfleet.job_spec_json(j)::jsonb = pgfleet.job_spec(j) "
+                           "from pgfleet.jobs j where id = " +
+                           id));
+}
+
 TEST(FormationTemplate, CreateReplicasMakesNothingForABatchFormationOrAZeroCount) {
   TestDatabase db;
   EXPECT_EQ("0", db.Scalar("select pgfleet.create_replicas(id, 3) from pgfleet.formations "
