@@ -2,7 +2,7 @@
 // hostd's HTTP API (JSON; every /v1 call needs "Authorization: Bearer <token>",
 // except reading logs with a ticket; what starts or stops a job is a host
 // ticket, core/net/ticket.h, never the token alone):
-//   POST /v1/jobs                  {"jobs":[{"job":1,"attempt":1,"spec":{...},"ticket":"v1:dispatch:..."}]}:
+//   POST /v1/jobs {"jobs":[{"job":1,"attempt":1,"spec":{...},"ticket":"v1:dispatch:..."}]}:
 //                                  start; one bad ticket (forged, expired, for another host
 //                                  or job, used before) starts nothing of the batch: 403
 //   GET  /v1/jobs                  attempts known to this hostd
@@ -10,10 +10,10 @@
 //   POST /v1/jobs/{id}/stop        [?attempt=N] SIGTERM, grace, SIGKILL; needs a stop
 //                                  ticket in X-Pgfleet-Ticket
 //   GET  /v1/jobs/{id}/logs        [?attempt=N&tail=LINES&follow=1&offset=BYTES] output;
-//                                  the token, or a logs ticket (pgfleet.log_ticket) in X-Pgfleet-Ticket
-//                                  (stdout+stderr), streamed 64 KiB at a time; tail <= 100000
-//                                  lines, found reading backwards (within the last 64 MiB);
-//                                  offset: resume a stream from that byte. Positions count
+//                                  the token, or a logs ticket (pgfleet.log_ticket) in
+//                                  X-Pgfleet-Ticket (stdout+stderr), streamed 64 KiB at a time;
+//                                  tail <= 100000 lines, found reading backwards (within the last
+//                                  64 MiB); offset: resume a stream from that byte. Positions count
 //                                  bytes of the whole output, across its rotated files
 //                                  (output_log.h); the answer's X-Log-Offset says where its
 //                                  first byte is, X-Log-First the oldest byte still kept

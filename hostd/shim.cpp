@@ -229,12 +229,15 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
   record.job = {pid, attempt::ProcStartTime(pid)};  // our unreaped child: the pid is stable
   record.shim = {getpid(), attempt::ProcStartTime(getpid())};
   record.stop_grace_seconds = req.spec.stop_grace_seconds;
+  // hostd first: it learns the pid from the pipe, and its running report need
+  // not wait for a file to be made. The record is for a hostd that restarts
+  // (it waits for it while this shim lives, Supervisor::Watch).
+  TellHostd("ok " + std::to_string(pid));
   std::string err;
   if (!attempt::AppendRecord(dir, attempt::ToJson(record), &err)) {
-    spdlog::error("{} {}", ids, err);  // hostd learns the pid from the pipe; a restart would not
+    spdlog::error("{} {}", ids, err);  // hostd learned the pid from the pipe; a restart would not
   }
   spdlog::debug("{} started pid={} driver={} shim={}", ids, pid, driver->name(), getpid());
-  TellHostd("ok " + std::to_string(pid));
   return exec;
 }
 
