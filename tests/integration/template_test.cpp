@@ -29,7 +29,7 @@ std::set<std::string> TemplateColumns(const TestDatabase& db) {
 }
 
 // "type | default | rules" of a column: its type, default, and its one-column
-// CHECK constraints by name and definition.
+// CHECK constraints by name and definition, its domain's and its table's.
 std::string ColumnShape(const TestDatabase& db, const std::string& table, const std::string& col) {
   auto conn = db.Connect();
   pqxx::work tx(*conn);
@@ -39,8 +39,8 @@ std::string ColumnShape(const TestDatabase& db, const std::string& table, const 
       "       coalesce((select string_agg(c.conname || ': ' || pg_get_constraintdef(c.oid), '; '"
       "                                   order by c.conname)"
       "                   from pg_constraint c"
-      "                  where c.conrelid = a.attrelid and c.contype = 'c' and c.conkey = "
-      "array[a.attnum]), 'no rules')"
+      "                  where c.contype = 'c' and (c.contypid = a.atttypid or "
+      "c.conrelid = a.attrelid and c.conkey = array[a.attnum])), 'no rules')"
       "  from pg_attribute a left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = "
       "a.attnum"
       " where a.attrelid = ('pgfleet.' || $1)::regclass and a.attname = $2 and not a.attisdropped",
