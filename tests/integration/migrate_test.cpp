@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/db/embedded_sql.h"
 #include "core/model/constants.h"
 #include "tests/support/test_support.h"
 
@@ -91,6 +93,53 @@ void MigrateConcurrently(int threads) {
   EXPECT_EQ(static_cast<long long>(total_applied), migrations);
   EXPECT_EQ(db.Count("select count(*) from pgfleet.formations where name = 'default'"), 1);
   EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(model::kLockClass));
+}
+
+// A database of an earlier version (migrations up to 0015, with sql/ applied
+// over them: its triggers and views exist) with jobs and formations in it
+// takes 0016, whose columns change type under those triggers and views.
+TEST(Migrate, ADatabaseWithRowsTakesTheSpecDomains) {
+  TestDatabase db(false);
+  auto conn = db.Connect();
+  {
+    pqxx::work tx(*conn);
+    tx.exec0("set local client_min_messages = warning");
+    tx.exec0("create schema pgfleet");
+    tx.exec0(
+        "create table pgfleet.schema_migrations (name text primary key, "
+        "applied_at timestamptz not null default now())");
+    for (const auto& m : db::Migrations()) {
+      if (m.name >= "0016") break;
+      tx.exec0(m.text);
+      tx.exec_params0("insert into pgfleet.schema_migrations (name) values ($1)", m.name);
+    }
+    for (const auto& o : db::SqlObjects()) tx.exec0(o.text);
+    tx.exec0(
+        "insert into pgfleet.formations (name, kind, replicas, command, env) "
+        "values ('web', 'service', 0, '{sleep,1}', '{\"A\": \"b\"}')");
+    tx.exec0(
+        "insert into pgfleet.jobs (command, env, cpu, formation) "
+        "select '{true}', '{\"X\": \"y\"}', 200, 'web' from generate_series(1, 50)");
+    tx.commit();
+  }
+  auto applied = db::Migrate(*conn);
+  EXPECT_NE(std::find(applied.begin(), applied.end(), "0016_spec_domains.sql"), applied.end());
+  EXPECT_EQ("50", db.Scalar("select count(*) from pgfleet.jobs "
+                            "where env = '{\"X\": \"y\"}' and cpu = 200 and formation = 'web'"));
+  const std::string type_of =
+      "select format_type(atttypid, null) from pg_attribute where attrelid = ";
+  EXPECT_EQ("pgfleet.spec_env",
+            db.Scalar(type_of + "'pgfleet.jobs'::regclass and attname = 'env'"));
+  EXPECT_EQ("pgfleet.spec_command",
+            db.Scalar(type_of + "'pgfleet.formations'::regclass and attname = 'command'"));
+  EXPECT_EQ("1", db.Scalar("select count(*) from pg_trigger "
+                           "where tgname = 'formations_check_template'"));
+  try {
+    db.Scalar("insert into pgfleet.jobs (command, cpu) values ('{true}', 0)");
+    ADD_FAILURE() << "cpu 0 accepted";
+  } catch (const pqxx::check_violation& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu must be > 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
