@@ -254,7 +254,7 @@ void Scheduler::Run(const std::atomic<bool>& stop) {
         work = WaitForWork(*lc, now);
       }
       if (work && WorkDirty(*wc, stop)) poll_ = kFirstPoll;
-      if (holds_idle_lock_) {
+      if (work && holds_idle_lock_) {
         // Busy (work left, or more arrived while this pass ran): give the
         // lock back, so wakers stop notifying while we keep working.
         db::Deadline deadline(*lc, kDbDeadline, ListenWho());

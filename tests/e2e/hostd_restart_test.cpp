@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "core/net/http.h"
 #include "core/util/text.h"
@@ -330,6 +332,69 @@ TEST_P(HostdRestartTest, StartFailureComesBackAtOnceWithTheDriversMessage) {
   ASSERT_TRUE(state.outcome);
   EXPECT_EQ(model::ExitOutcome::kStartFailed, state.outcome->kind);
   EXPECT_FALSE(hostd::attempt::ShimAlive(DataDir() + "/jobs/" + id + "-1"));
+}
+
+// The processes whose parent is `parent` (from /proc/<pid>/stat), not zombies.
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) continue;
+    char state = stat[close + 2];
+    pid_t ppid = static_cast<pid_t>(std::atoi(stat.c_str() + close + 4));
+    if (ppid == parent && state != 'Z') out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// The shim launcher keeps one shim forked ahead of the next start. Killed,
+// that spare costs no start: the next job starts all the same (the launcher
+// forks its shim then), once, and a new spare is made.
+TEST_P(HostdRestartTest, AKilledSpareShimCostsNoStart) {
+  std::string first = db_.Scalar("select pgfleet.submit(array['true'])");
+  ASSERT_TRUE(WaitFor([&] { return Job(first, "state") == "succeeded"; }, 30s)) << cluster_->Logs();
+  pid_t launcher = 0;
+  for (pid_t p : ChildrenOf(host_proc_->pid())) {
+    if (Cmdline(p).find("shim-launcher") != std::string::npos) launcher = p;
+  }
+  ASSERT_GT(launcher, 0) << "no shim launcher under hostd " << host_proc_->pid();
+  // Its children once the first job's shim is gone: the spare alone.
+  std::vector<pid_t> spares;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        spares = ChildrenOf(launcher);
+        return spares.size() == 1;
+      },
+      10s))
+      << spares.size() << " children of the launcher";
+  pid_t spare = spares[0];
+  int64_t spare_start = hostd::attempt::ProcStartTime(spare);
+  ASSERT_NE(std::string::npos, Cmdline(spare).find("shim-launcher")) << Cmdline(spare);
+  kill(spare, SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !SameProcess(spare, spare_start); }, 5s));
+
+  std::string second = db_.Scalar("select pgfleet.submit(array['true'])");
+  ASSERT_TRUE(WaitFor([&] { return Job(second, "state") == "succeeded"; }, 30s))
+      << Job(second, "state") << " " << Job(second, "error") << "\n"
+      << cluster_->Logs() << ShimLog();
+  EXPECT_EQ("1", Job(second, "attempt"));
+  EXPECT_EQ(1, db_.Count("select count(*) from pgfleet.job_events where kind = 'running' "
+                         "and job_id = " +
+                         second));
+  // And a new spare waits for the next start.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto now = ChildrenOf(launcher);
+        return now.size() == 1 && now[0] != spare;
+      },
+      10s));
 }
 
 INSTANTIATE_TEST_SUITE_P(HostdRestart, HostdRestartTest, ::testing::Values("process", "container"),
