@@ -33,9 +33,11 @@ FormationPass::Placed FormationPass::Place(
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
-    if (round == 0 && !pass_hosts->has_value()) *pass_hosts = store::LoadHostSnapshot(tx);
+    if (round == 0 && !pass_hosts->has_value()) {
+      *pass_hosts = store::LoadHostSnapshot(tx, &host_configs_);
+    }
     std::vector<store::SnapshotHost> snapshot =
-        round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx);
+        round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx, &host_configs_);
     std::vector<placement::HostView> hosts;
     for (auto& h : snapshot) {
       reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, {}};

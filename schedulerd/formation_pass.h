@@ -58,6 +58,7 @@ class FormationPass {
 
   int batch_size_;
   metrics::Registry& metrics_;
+  store::HostConfigs host_configs_;  // kept across passes (store::LoadHostSnapshot)
 };
 
 }  // namespace pgfleet::schedulerd

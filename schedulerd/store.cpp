@@ -50,18 +50,23 @@ constexpr db::Statement kClaimPending{
     "   and (j.not_before is null or j.not_before <= now())"
     " order by j.priority desc, j.id limit $2 for update skip locked"};
 
+// What changes pass to pass; the rest (HostConfig) is kept by version.
 constexpr db::Statement kLoadHostSnapshot{
     "schedulerd_load_host_snapshot",
-    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated,"
-    "       h.labels::text as labels, h.api_url, h.driver <> 'process' as isolates,"
-    "       coalesce(hb.condition, '') as condition, coalesce(encode(k.key, 'hex'), '') as "
-    "ticket_key"
+    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.config_version,"
+    "       coalesce(hb.condition, '') as condition"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
-    "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
     // host_ttl() once (an init plan), not once per host row: 15 ms a call at
     // 1,000 hosts against 1 ms (docs/benchmarks.md)
     "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
+
+constexpr db::Statement kLoadHostConfigs{
+    "schedulerd_load_host_configs",
+    "select h.id, h.config_version, h.labels::text as labels, h.api_url,"
+    "       h.driver <> 'process' as isolates, coalesce(encode(k.key, 'hex'), '') as ticket_key"
+    "  from pgfleet.hosts h left join pgfleet.host_keys k on k.host_id = h.id"
+    " where h.id = any($1::text[])"};
 
 constexpr db::Statement kAssignJobs{
     "schedulerd_assign_jobs",
@@ -151,6 +156,7 @@ void Prepare(pqxx::connection& conn) {
                         &kLockFormation,
                         &kClaimPending,
                         &kLoadHostSnapshot,
+                        &kLoadHostConfigs,
                         &kAssignJobs,
                         &kSetPendingReasons,
                         &kLiveReplicas,
@@ -214,24 +220,46 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
   return out;
 }
 
-std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx) {
+std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfigs* configs) {
   auto rows = db::Exec(tx, kLoadHostSnapshot);
+  std::vector<std::string> stale;
+  for (const auto& r : rows) {
+    auto it = configs->find(r["id"].as<std::string>());
+    if (it == configs->end() || it->second.version != r["config_version"].as<int64_t>()) {
+      stale.push_back(r["id"].as<std::string>());
+    }
+  }
+  if (!stale.empty()) {
+    for (const auto& r : db::Exec(tx, kLoadHostConfigs, db::ArrayParam(stale))) {
+      HostConfig& c = (*configs)[r["id"].as<std::string>()];
+      c.version = r["config_version"].as<int64_t>();
+      c.labels = JsonToMap(r["labels"].as<std::string>());
+      c.api_url = r["api_url"].as<std::string>();
+      c.isolates = r["isolates"].as<bool>();
+      c.ticket_key = r["ticket_key"].as<std::string>();
+    }
+  }
   std::vector<SnapshotHost> out;
   out.reserve(rows.size());
+  HostConfigs seen;
   for (const auto& r : rows) {
+    auto it = configs->find(r["id"].as<std::string>());
+    if (it == configs->end()) continue;  // gone between the two statements
     SnapshotHost h;
-    h.view.id = r["id"].as<std::string>();
+    h.view.id = it->first;
     h.view.cpu_total = r["cpu"].as<int>();
     h.view.memory_total = r["memory"].as<int>();
     h.view.cpu_allocated = r["cpu_allocated"].as<int>();
     h.view.memory_allocated = r["memory_allocated"].as<int>();
-    h.view.labels = JsonToMap(r["labels"].as<std::string>());
-    h.view.isolates = r["isolates"].as<bool>();
+    h.view.labels = it->second.labels;
+    h.view.isolates = it->second.isolates;
     h.view.condition = r["condition"].as<std::string>();
-    h.api_url = r["api_url"].as<std::string>();
-    h.ticket_key = r["ticket_key"].as<std::string>();
+    h.api_url = it->second.api_url;
+    h.ticket_key = it->second.ticket_key;
     out.push_back(std::move(h));
+    seen.insert(configs->extract(it));
   }
+  configs->swap(seen);  // hosts no longer feasible are forgotten
   return out;
 }
 

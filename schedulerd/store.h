@@ -20,6 +20,7 @@
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/placement/placement.h"
@@ -72,8 +73,20 @@ struct SnapshotHost {
   std::string api_url;
   std::string ticket_key;  // pgfleet.host_keys, hex ("" if the host registered none)
 };
+// What a scheduler keeps of a host between passes, read again only when the
+// host's config_version moves (labels, API URL, driver, ticket key).
+struct HostConfig {
+  int64_t version = 0;
+  std::map<std::string, std::string> labels;
+  std::string api_url;
+  bool isolates = true;
+  std::string ticket_key;
+};
+using HostConfigs = std::unordered_map<std::string, HostConfig>;  // by host id
 // Feasible hosts: up, heartbeat fresh by the database clock, not suspended.
-std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx);
+// Reads what *configs lacks or has at an older version, and leaves in it
+// only the hosts returned.
+std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfigs* configs);
 
 struct Assignment {
   int64_t job_id = 0;

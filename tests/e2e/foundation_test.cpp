@@ -121,6 +121,30 @@ TEST_F(FoundationTest, JobBiggerThanEveryHostStaysPendingWithAReason) {
   EXPECT_EQ("h2", db_.Scalar("select host_id from pgfleet.jobs where id = " + cid));
 }
 
+// Schedulers keep hosts' labels between passes (hosts.config_version): an
+// operator's edit of them in SQL is seen all the same.
+TEST_F(FoundationTest, LabelsAnOperatorGivesAHostInSqlArePlacedOn) {
+  // A first job, so the scheduler has both hosts' labels in hand.
+  auto first = cluster_->Cli({"run", "--wait", "--", "true"});
+  ASSERT_EQ(0, first.exit_code) << first.err;
+  auto r = cluster_->Cli({"run", "--constraint", "zone=c", "--", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + id).empty();
+      },
+      10s));
+  EXPECT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+  db_.Scalar("update pgfleet.hosts set labels = '{\"zone\": \"c\"}' where id = 'h1'");
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s))
+      << db_.Scalar("select state || ' ' || coalesce(error, '') from pgfleet.jobs where id = " + id)
+      << cluster_->Logs();
+  EXPECT_EQ("h1", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+}
+
 TEST_F(FoundationTest, StopCancelsARunningJob) {
   auto r = cluster_->Cli({"run", "--stop-grace", "2", "--", "sleep", "60"});
   std::string id = util::Trim(r.out);

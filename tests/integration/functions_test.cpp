@@ -111,6 +111,45 @@ TEST(Cancel, MissingJobRaisesErrorNamingTheJob) {
 
 // --- dispatch_failed --------------------------------------------------------
 
+// --- hosts.config_version -------------------------------------------------
+
+// Schedulers keep a host's labels, API URL, driver and ticket key between
+// passes and read them again only when config_version moves: it must move on
+// every change of them, whoever writes it, and not on the hot path's writes.
+TEST(HostConfigVersion, MovesWhenWhatSchedulersKeepChangesAndOnlyThen) {
+  TestDatabase db;
+  Sql sql(db);
+  const std::string version = "select config_version from pgfleet.hosts where id = 'h1'";
+  sql.RegisterHost("h1", 1000, 1000);
+  long long v = sql.Num(version);
+  sql.Num("select 1 from pgfleet.set_host_key('h1', repeat('ab', 32))");
+  EXPECT_EQ(sql.Num(version), ++v) << "a first key";
+  sql.Num("select 1 from pgfleet.set_host_key('h1', repeat('ab', 32))");
+  EXPECT_EQ(sql.Num(version), v) << "the same key again";
+  sql.Num("select 1 from pgfleet.set_host_key('h1', repeat('cd', 32))");
+  EXPECT_EQ(sql.Num(version), ++v) << "a new key";
+  sql.Num(
+      "with u as (update pgfleet.hosts set cpu_allocated = 10, memory_allocated = 10, "
+      "suspensions = 1 where id = 'h1' returning 1) select count(*) from u");
+  EXPECT_EQ(sql.Num(version), v) << "allocations and suspensions";
+  sql.Num(
+      "with u as (update pgfleet.hosts set labels = '{\"zone\": \"b\"}' where id = 'h1' "
+      "returning 1) select count(*) from u");
+  EXPECT_EQ(sql.Num(version), ++v) << "an operator's label edit";
+  sql.Num(
+      "with u as (update pgfleet.hosts set api_url = 'http://127.0.0.1:2' where id = 'h1' "
+      "returning 1) select count(*) from u");
+  EXPECT_EQ(sql.Num(version), ++v) << "a new API URL";
+  sql.Num(
+      "with u as (update pgfleet.hosts set driver = 'container' where id = 'h1' "
+      "returning 1) select count(*) from u");
+  EXPECT_EQ(sql.Num(version), ++v) << "another driver";
+  sql.Num(
+      "with u as (delete from pgfleet.host_keys where host_id = 'h1' returning 1) "
+      "select count(*) from u");
+  EXPECT_EQ(sql.Num(version), ++v) << "the key removed";
+}
+
 TEST(DispatchFailed, ReturnsJobsToPendingFreesHostAndSuspendsIt) {
   TestDatabase db;
   Sql sql(db);
