@@ -32,6 +32,16 @@ class FoundationTest : public ::testing::Test {
     return db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'");
   }
   std::string Token() { return net::ReadTokenFile(cluster_->token_file()); }
+  // Waits until the scheduler said why job `id` waits; its state then.
+  std::string StateOnceItWaitsWithAReason(const std::string& id) {
+    WaitFor(
+        [&] {
+          return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + id)
+                      .empty();
+        },
+        10s);
+    return db_.Scalar("select state from pgfleet.jobs where id = " + id);
+  }
 
   TestDatabase db_;
   std::unique_ptr<Cluster> cluster_;
@@ -105,12 +115,7 @@ TEST_F(FoundationTest, JobBiggerThanEveryHostStaysPendingWithAReason) {
   auto r = cluster_->Cli({"run", "--memory", "100000", "--", "true"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   std::string id = util::Trim(r.out);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + id).empty();
-      },
-      10s));
-  EXPECT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+  EXPECT_EQ("pending", StateOnceItWaitsWithAReason(id));
   EXPECT_EQ("no host has 100000 MiB memory; largest has 8000",
             db_.Scalar("select error from pgfleet.jobs where id = " + id));
   auto c = cluster_->Cli({"run", "--constraint", "zone=b", "--", "true"});
@@ -130,12 +135,7 @@ TEST_F(FoundationTest, LabelsAnOperatorGivesAHostInSqlArePlacedOn) {
   auto r = cluster_->Cli({"run", "--constraint", "zone=c", "--", "true"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   std::string id = util::Trim(r.out);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + id).empty();
-      },
-      10s));
-  EXPECT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + id));
+  EXPECT_EQ("pending", StateOnceItWaitsWithAReason(id));
   db_.Scalar("update pgfleet.hosts set labels = '{\"zone\": \"c\"}' where id = 'h1'");
   ASSERT_TRUE(WaitFor(
       [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
