@@ -15,6 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -82,10 +85,18 @@ bool Exchange(int port, const std::string& request, int first_wait_ms) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();
+  // Every call below is retried on EINTR: libFuzzer's -timeout arms a
+  // SIGALRM that fires every few seconds, and an interrupted wait is not a
+  // server that did not answer (CI once failed that way).
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) std::abort();
   size_t off = 0;
   while (off < request.size()) {
     ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server may refuse early (too large, unauthorized)
     off += static_cast<size_t>(n);
   }
@@ -96,9 +107,19 @@ bool Exchange(int port, const std::string& request, int first_wait_ms) {
   std::string answer;
   char buf[4096];
   for (int wait_ms = first_wait_ms;; wait_ms = 50) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, wait_ms) <= 0) break;
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    int ready;
+    do {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      ready = poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    } while (ready < 0 && errno == EINTR);
+    if (ready <= 0) break;
+    ssize_t n;
+    do {
+      n = recv(fd, buf, sizeof(buf), 0);
+    } while (n < 0 && errno == EINTR);
     if (n <= 0) break;
     answer.append(buf, static_cast<size_t>(n));
   }
