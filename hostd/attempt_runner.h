@@ -48,12 +48,6 @@ class AttemptRunner {
   // this attempt's: it is set aside and the attempt claimed afresh.
   virtual Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
                              std::string* error) = 0;
-  // Records the claimed attempt's job uid (ClaimAttempt's check against
-  // another job's attempt) once it has started or failed: a start's way to
-  // its running report makes no file it does not need. No-op for "". Until
-  // then, and if it never comes, the claim reads as one of unknown uid
-  // (taken, never set aside: never run twice).
-  virtual void RecordUid(int64_t job_id, int attempt, const std::string& uid) = 0;
   // Records, where a restarted hostd would look, that a claimed attempt never
   // started (best effort).
   virtual void RecordStartFailed(int64_t job_id, int attempt, const std::string& error) = 0;

@@ -60,21 +60,19 @@ AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const
         "another or a restored database; moved to {}",
         job_id, attempt, dir, had, uid, aside);
   }
-  return Claim::kClaimed;
-}
-
-void ShimRunner::RecordUid(int64_t job_id, int attempt, const std::string& uid) {
-  if (uid.empty()) return;
-  const std::string path = attempt::DirOf(data_dir_, job_id, attempt) + "/" + attempt::kUidFile;
-  FILE* f = fopen(path.c_str(), "we");
-  bool ok = f && fputs(uid.c_str(), f) >= 0;
-  if (f && fclose(f) != 0) ok = false;
-  if (!ok) {
-    // Claimed all the same: without the file, a later claim by another
-    // uid would be refused as taken (the old behaviour), never run twice.
-    spdlog::warn("job={} attempt={} cannot write {}: {}", job_id, attempt, path,
-                 std::strerror(errno));
+  if (!uid.empty()) {
+    const std::string path = dir + "/" + attempt::kUidFile;
+    FILE* f = fopen(path.c_str(), "we");
+    bool ok = f && fputs(uid.c_str(), f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) {
+      // Claimed all the same: without the file, a later claim by another
+      // uid would be refused as taken (the old behaviour), never run twice.
+      spdlog::warn("job={} attempt={} cannot write {}: {}", job_id, attempt, path,
+                   std::strerror(errno));
+    }
   }
+  return Claim::kClaimed;
 }
 
 void ShimRunner::RecordStartFailed(int64_t job_id, int attempt, const std::string& error) {

@@ -22,7 +22,6 @@ class ShimRunner : public AttemptRunner {
 
   Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
                      std::string* error) override;
-  void RecordUid(int64_t job_id, int attempt, const std::string& uid) override;
   void RecordStartFailed(int64_t job_id, int attempt, const std::string& error) override;
   bool Start(const attempt::ShimRequest& req, Started* out, std::string* error) override;
   void Await(int64_t job_id, int attempt, Ended ended) override;

@@ -154,14 +154,12 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
     if (fenced_) {
       *error = "host is self-fenced (" + fence_reason_ + "): not starting new work";
       LoseRecord(rec, *error);
-      runner_->RecordUid(job_id, attempt, spec.uid);
       return StartResult::kFailed;
     }
     if (refused) {
       *error = *refused;
       spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);
       FailRecord(rec, *error);
-      runner_->RecordUid(job_id, attempt, spec.uid);
       return StartResult::kFailed;
     }
     // A job started on a full disk may run while its shim cannot record its
@@ -175,7 +173,6 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
             options_.data_dir, free / 1024, kMinFreeBytesToStart / 1024);
         spdlog::warn("job={} attempt={} not started: {}", job_id, attempt, *error);
         FailRecord(rec, *error);
-        runner_->RecordUid(job_id, attempt, spec.uid);
         return StartResult::kFailed;
       }
     }
@@ -186,7 +183,6 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   if (!ok) {
     spdlog::warn("job={} attempt={} start failed: {}", job_id, attempt, *error);
     FailRecord(rec, *error);
-    runner_->RecordUid(job_id, attempt, spec.uid);
     return StartResult::kFailed;
   }
   rec->handle = started;
@@ -199,7 +195,6 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   }
   runner_->Await(job_id, attempt, [this, rec](attempt::Outcome o) { Finish(rec, o); });
   Running(rec);
-  runner_->RecordUid(job_id, attempt, spec.uid);  // after the running report is queued
   return StartResult::kStarted;
 }
 

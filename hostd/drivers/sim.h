@@ -90,7 +90,6 @@ class SimRunner : public AttemptRunner {
 
   Claim ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
                      std::string* error) override;
-  void RecordUid(int64_t, int, const std::string&) override {}  // nothing on disk
   void RecordStartFailed(int64_t, int, const std::string&) override {}
   bool Start(const attempt::ShimRequest& req, Started* out, std::string* error) override;
   void Await(int64_t job_id, int attempt, Ended ended) override;
