@@ -4,7 +4,7 @@
 -- snapshot of 1,000 hosts with the labels as text and the keys as hex took
 -- 1.4 ms by hand and 7.4 ms a pass in the burst; without them 0.7 ms, and the
 -- scheduler parses no labels (docs/benchmarks.md). Bumped by triggers
--- (sql/012_hosts.sql), whoever writes the row: register_host, an operator's
+-- (sql/020_triggers.sql), whoever writes the row: register_host, an operator's
 -- UPDATE of labels, a new key in pgfleet.host_keys.
 alter table pgfleet.hosts add column config_version bigint not null default 1;
 comment on column pgfleet.hosts.config_version is

@@ -191,7 +191,7 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
     } else {
       // One statement: no BEGIN and COMMIT round trips.
       pqxx::nontransaction tx(conn);
-      for (const auto& f : store::FormationsToWork(tx, all, dirty)) formations.push_back(f.id);
+      formations = store::FormationsToWork(tx, all, dirty);
     }
     std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
     for (int id : formations) {

@@ -15,7 +15,7 @@ using nlohmann::json;
 // $1: all formations; else only those in $2.
 constexpr db::Statement kFormationsToWork{
     "schedulerd_formations_to_work",
-    "select f.id, f.name from pgfleet.formations f"
+    "select f.id from pgfleet.formations f"
     "  left join lateral (select max(j.priority) as p from pgfleet.jobs j"
     "                      where j.formation = f.name and j.state = 'pending'"
     "                        and j.desired_state = 'run'"
@@ -176,13 +176,12 @@ void Prepare(pqxx::connection& conn) {
                         &kPruneDeletedFormations});
 }
 
-std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
-                                        const std::set<int>& ids) {
+std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {
   auto rows = db::Exec(tx, kFormationsToWork, all,
                        db::ArrayParam(std::vector<int>(ids.begin(), ids.end())));
-  std::vector<Formation> out;
+  std::vector<int> out;
   out.reserve(rows.size());
-  for (const auto& r : rows) out.push_back({r["id"].as<int>(), r["name"].as<std::string>()});
+  for (const auto& r : rows) out.push_back(r["id"].as<int>());
   return out;
 }
 
@@ -222,11 +221,13 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
 
 std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfigs* configs) {
   auto rows = db::Exec(tx, kLoadHostSnapshot);
-  std::vector<std::string> stale;
+  std::vector<std::string> ids, stale;
+  ids.reserve(rows.size());
   for (const auto& r : rows) {
-    auto it = configs->find(r["id"].as<std::string>());
+    ids.push_back(r["id"].as<std::string>());
+    auto it = configs->find(ids.back());
     if (it == configs->end() || it->second.version != r["config_version"].as<int64_t>()) {
-      stale.push_back(r["id"].as<std::string>());
+      stale.push_back(ids.back());
     }
   }
   if (!stale.empty()) {
@@ -242,11 +243,12 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
   std::vector<SnapshotHost> out;
   out.reserve(rows.size());
   HostConfigs seen;
-  for (const auto& r : rows) {
-    auto it = configs->find(r["id"].as<std::string>());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto it = configs->find(ids[i]);
     if (it == configs->end()) continue;  // gone between the two statements
+    const auto& r = rows[static_cast<pqxx::result::size_type>(i)];
     SnapshotHost h;
-    h.view.id = it->first;
+    h.view.id = ids[i];
     h.view.cpu_total = r["cpu"].as<int>();
     h.view.memory_total = r["memory"].as<int>();
     h.view.cpu_allocated = r["cpu_allocated"].as<int>();

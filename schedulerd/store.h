@@ -41,9 +41,8 @@ struct Formation {
 // Formations with placeable pending jobs, highest waiting priority first, then
 // service formations whose replicas differ from what is wanted (count, or
 // replicas on draining/offline hosts to move). With all == false only the
-// formations in `ids` are considered.
-std::vector<Formation> FormationsToWork(pqxx::transaction_base& tx, bool all,
-                                        const std::set<int>& ids);
+// formations in `ids` are considered. Their ids.
+std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids);
 
 struct FormationShape {
   bool is_service = false;

@@ -174,38 +174,3 @@ begin
     select * from pgfleet.jobs j where j.host_id = p_host and j.state in ('assigned', 'running') order by j.id;
 end $$;
 comment on function pgfleet.host_jobs(text) is 'Jobs the database says the host should be running (assigned or running).';
-
-
--- hosts.config_version (migration 0017): schedulers keep a host's labels, API
--- URL, driver and key between passes and read them again when it moves.
-create or replace function pgfleet.hosts_config_changed() returns trigger
-language plpgsql as $$
-begin
-  new.config_version := old.config_version + 1;
-  return new;
-end $$;
-comment on function pgfleet.hosts_config_changed() is
-  'BEFORE UPDATE OF labels, api_url, driver on hosts, when one of them changes: bumps config_version.';
-
-drop trigger if exists hosts_config_changed on pgfleet.hosts;
-create trigger hosts_config_changed
-  before update of labels, api_url, driver on pgfleet.hosts
-  for each row when (old.labels is distinct from new.labels or old.api_url is distinct from new.api_url
-                     or old.driver is distinct from new.driver)
-  execute function pgfleet.hosts_config_changed();
-
-create or replace function pgfleet.host_keys_changed() returns trigger
-language plpgsql security definer set search_path = pgfleet, pg_temp as $$
-begin
-  update pgfleet.hosts set config_version = config_version + 1
-   where id in (case when tg_op <> 'INSERT' then old.host_id end,
-                case when tg_op <> 'DELETE' then new.host_id end);
-  return null;
-end $$;
-comment on function pgfleet.host_keys_changed() is
-  'AFTER INSERT, UPDATE or DELETE on host_keys: bumps the host''s config_version (schedulers sign dispatches with the key they keep).';
-
-drop trigger if exists host_keys_changed on pgfleet.host_keys;
-create trigger host_keys_changed
-  after insert or update or delete on pgfleet.host_keys
-  for each row execute function pgfleet.host_keys_changed();
