@@ -79,13 +79,13 @@ void Agent::NoteResults(const std::vector<store::ReportResult>& results) {
     std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
     // Settled either way: a restarted hostd must not report it again.
     if (r.kind && *r.kind != model::ReportKind::kRunning) {
-      supervisor_->MarkReported(r.job, r.attempt, r.accepted);
+      supervisor_->MarkReported(r.job, r.attempt, r.uid, r.accepted);
     }
     if (r.accepted) continue;
     spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
                  r.job, r.attempt, kind);
     metrics_.Add("pgfleet_host_reports_rejected_total", 1);
-    supervisor_->Rejected(r.job, r.attempt);
+    supervisor_->Rejected(r.job, r.attempt, r.uid);
   }
 }
 

@@ -61,7 +61,8 @@ class AttemptRunner {
   // The last bytes of the attempt's output, for its exit report.
   virtual std::string OutputTail(int64_t job_id, int attempt) const = 0;
   // The attempt's outcome reached the database: a restarted hostd skips it.
-  virtual void MarkReported(int64_t job_id, int attempt) = 0;
+  // With a uid, only if the attempt on disk is that job's (or of no known uid).
+  virtual void MarkReported(int64_t job_id, int attempt, const std::string& uid) = 0;
   // The attempt's log file (attempt 0: the job's latest one); "" when none.
   virtual std::string LogPath(int64_t job_id, int attempt) const = 0;
   // False when attempts run without a process (and so without output or logs).

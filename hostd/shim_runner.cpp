@@ -113,9 +113,14 @@ std::string ShimRunner::OutputTail(int64_t job_id, int attempt) const {
   return util::TailText(tail, output::ExtentOf(dir).end > tail.size());
 }
 
-void ShimRunner::MarkReported(int64_t job_id, int attempt) {
+void ShimRunner::MarkReported(int64_t job_id, int attempt, const std::string& uid) {
+  const std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
+  if (!uid.empty()) {
+    const std::string had = attempt::ReadUid(dir);
+    if (!had.empty() && had != uid) return;  // set aside since: another job's attempt is here
+  }
   std::string error;
-  if (!MarkSettled(attempt::DirOf(data_dir_, job_id, attempt), &error)) {
+  if (!MarkSettled(dir, &error)) {
     spdlog::warn("job={} attempt={} cannot mark reported: {}", job_id, attempt, error);
   }
 }

@@ -27,7 +27,7 @@ class ShimRunner : public AttemptRunner {
   void Await(int64_t job_id, int attempt, Ended ended) override;
   void Signal(int64_t job_id, int attempt, const Started& started, int shim_signal) override;
   std::string OutputTail(int64_t job_id, int attempt) const override;
-  void MarkReported(int64_t job_id, int attempt) override;
+  void MarkReported(int64_t job_id, int attempt, const std::string& uid) override;
   std::string LogPath(int64_t job_id, int attempt) const override;
   bool RunsProcesses() const override { return true; }
 

@@ -94,6 +94,12 @@ std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::stri
     r.attempt = row["attempt"].as<int>();
     r.kind = model::ParseReportKind(row["kind"].as<std::string>());
     r.accepted = row["accepted"].as<bool>();
+    // One row per report, in their order: the uid is what tells which job
+    // the answer is about when this host had two of the same id and attempt.
+    const size_t i = out.size();
+    if (i < reports.size() && reports[i].job == r.job && reports[i].attempt == r.attempt) {
+      r.uid = reports[i].uid;
+    }
     out.push_back(r);
   }
   return out;

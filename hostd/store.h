@@ -54,6 +54,7 @@ struct ReportResult {
   int attempt = 0;
   std::optional<model::ReportKind> kind;  // nullopt: a kind this hostd does not know
   bool accepted = false;
+  std::string uid;  // the uid the report named (the attempt's job as the host knew it)
 };
 // Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs.
 std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,

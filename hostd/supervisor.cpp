@@ -83,7 +83,7 @@ void Supervisor::ForgetOtherJob(int64_t job_id, int attempt, const std::string& 
   if (uid.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find({job_id, attempt});
-  if (it == records_.end() || it->second->uid.empty() || it->second->uid == uid) return;
+  if (it == records_.end() || !it->second->OfAnotherJobThan(uid)) return;
   auto rec = it->second;
   spdlog::warn(
       "job={} attempt={}: the attempt this host has by that id and number is another job's (uid "
@@ -292,10 +292,15 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   }
 }
 
-void Supervisor::MarkReported(int64_t job_id, int attempt, bool accepted) {
-  runner_->MarkReported(job_id, attempt);
+void Supervisor::MarkReported(int64_t job_id, int attempt, const std::string& uid, bool accepted) {
+  // Under the lock, so a start that sets the directory aside and claims it
+  // for another job comes wholly before or after.
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find({job_id, attempt});
+  // An answer about the attempt ForgetOtherJob dropped: this one is another job's.
+  if (it != records_.end() && it->second->OfAnotherJobThan(uid)) return;
+  // No record: the directory on disk says whose attempt it is.
+  runner_->MarkReported(job_id, attempt, it == records_.end() ? uid : std::string());
   if (it != records_.end() && it->second->exit) it->second->delivered = accepted;
 }
 

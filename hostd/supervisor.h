@@ -148,9 +148,11 @@ class Supervisor {
   bool StopBeforeStart(int64_t job_id, int attempt);
   // Fencing: the attempt was superseded; SIGKILL the whole job now.
   void Kill(int64_t job_id, int attempt);
-  // The database rejected a report of this attempt: Kill() it, and remember,
-  // for Replay().
-  void Rejected(int64_t job_id, int attempt);
+  // The database rejected a report of this attempt, of the job with this uid
+  // ("": unknown): Kill() it, and remember, for Replay(). Nothing when the
+  // attempt here by that id and number is another job's now (a report of an
+  // attempt ForgetOtherJob dropped, answered after the new one started).
+  void Rejected(int64_t job_id, int attempt, const std::string& uid);
   // The reports of a finished attempt (running, then its outcome), once, for
   // when the database still or again shows it live here: its reports were
   // rejected and the database later assigned the attempt here after all, or
@@ -166,8 +168,9 @@ class Supervisor {
   // old (lease.h); 0 = never. Jobs already running keep the value they got.
   void SetFenceAfter(std::chrono::milliseconds after) { fence_after_ms_ = after.count(); }
   // The attempt's outcome reached the database (accepted or not): a
-  // restarted hostd need not report it again. Accepted: see Replay.
-  void MarkReported(int64_t job_id, int attempt, bool accepted);
+  // restarted hostd need not report it again. Accepted: see Replay. As for
+  // Rejected, nothing when the attempt here is another job's than `uid`'s.
+  void MarkReported(int64_t job_id, int attempt, const std::string& uid, bool accepted);
 
   bool Known(int64_t job_id, int attempt) const;
   // Called before (job, attempt) of the job with this uid is started, stopped
@@ -223,6 +226,10 @@ class Supervisor {
     std::string uid;         // the job's uid (jobs.uid) it was started for; "" unknown
     bool stale = false;      // another job's (ForgetOtherJob): never reported
     JobInfo Info() const;
+    // Whether the job of `other_uid` is another than this attempt's (both known).
+    bool OfAnotherJobThan(const std::string& other_uid) const {
+      return !other_uid.empty() && !uid.empty() && uid != other_uid;
+    }
   };
   using Key = std::pair<int64_t, int>;
   std::shared_ptr<Record> NewRecord(int64_t job_id, int attempt) const;

@@ -79,10 +79,19 @@ void Supervisor::Kill(int64_t job_id, int attempt) {
   }
 }
 
-void Supervisor::Rejected(int64_t job_id, int attempt) {
+void Supervisor::Rejected(int64_t job_id, int attempt, const std::string& uid) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = records_.find({job_id, attempt});
+    if (it != records_.end() && it->second->OfAnotherJobThan(uid)) {
+      // The answer to a report of the attempt ForgetOtherJob dropped: the one
+      // here now is another job's, and nothing about it was said.
+      spdlog::info(
+          "job={} attempt={}: a rejected report was about another job (uid {}; {} is "
+          "here now): nothing to kill",
+          job_id, attempt, uid, it->second->uid);
+      return;
+    }
     if (it != records_.end()) it->second->rejected = true;
   }
   Kill(job_id, attempt);

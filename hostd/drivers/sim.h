@@ -95,7 +95,7 @@ class SimRunner : public AttemptRunner {
   void Await(int64_t job_id, int attempt, Ended ended) override;
   void Signal(int64_t job_id, int attempt, const Started& started, int shim_signal) override;
   std::string OutputTail(int64_t, int) const override { return ""; }
-  void MarkReported(int64_t, int) override {}
+  void MarkReported(int64_t, int, const std::string&) override {}
   std::string LogPath(int64_t, int) const override { return ""; }
   bool RunsProcesses() const override { return false; }
 

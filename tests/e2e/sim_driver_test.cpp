@@ -154,6 +154,28 @@ TEST_F(SimDriverTest, AnAttemptNeverStartsTwice) {
   EXPECT_EQ(Start(20, 2, Spec("0")), Supervisor::StartResult::kStarted);
 }
 
+// A host that ran job 40 attempt 1 for one database (uid A) runs job 40
+// attempt 1 of another now (uid B; ForgetOtherJob dropped A's). The
+// database's "no" to a report A's attempt left queued must not kill B's, nor
+// mark it reported (JobIdentityTest's race, made certain here).
+TEST_F(SimDriverTest, ARejectedReportOfAnotherJobsAttemptKillsNothing) {
+  auto spec = Spec("600");
+  spec.uid = "bbbbbbbb-0000-4000-8000-000000000002";
+  ASSERT_EQ(Start(40, 1, spec), Supervisor::StartResult::kStarted);
+  const std::string other = "aaaaaaaa-0000-4000-8000-000000000001";
+  supervisor_.MarkReported(40, 1, other, false);
+  supervisor_.Rejected(40, 1, other);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(supervisor_.Live(40, 1)) << "another job's rejected report killed this one";
+  EXPECT_FALSE(Outcome(40, 1, 0ms));
+  // Its own rejection (or one of unknown uid) still kills it.
+  supervisor_.Rejected(40, 1, spec.uid);
+  auto out = Outcome(40, 1);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->signal, SIGKILL);
+  EXPECT_FALSE(supervisor_.Live(40, 1));
+}
+
 TEST_F(SimDriverTest, AStopOfAnAttemptNeverSeenCreatesNothing) {
   EXPECT_FALSE(supervisor_.Stop(31, 1));
   EXPECT_FALSE(supervisor_.Known(31, 1));
