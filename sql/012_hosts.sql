@@ -70,7 +70,7 @@ begin
   if v_had is not null and nullif(p_condition, '') is null then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
-  return query select h.state, h.generation from pgfleet.hosts h where h.id = p_host;
+  return query select h.state::text, h.generation from pgfleet.hosts h where h.id = p_host;
 end $$;
 comment on function pgfleet.heartbeat(text, bigint, integer, text, jsonb) is
   'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work) and, every --usage-interval, the live usage of its running attempts (pgfleet.record_usage); returns the host''s state and generation as the database sees them.';

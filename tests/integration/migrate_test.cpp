@@ -95,25 +95,43 @@ void MigrateConcurrently(int threads) {
   EXPECT_EQ(db.Scalar("select pgfleet.lock_class()::text"), std::to_string(model::kLockClass));
 }
 
-// A database of an earlier version (migrations up to 0015, with sql/ applied
-// over them: its triggers and views exist) with jobs and formations in it
-// takes 0016, whose columns change type under those triggers and views.
+// A database of an earlier version: the migrations before `first_left`, with
+// sql/ applied over them (its triggers and views exist).
+void MigrateUpTo(pqxx::work& tx, const std::string& first_left) {
+  tx.exec0("set local client_min_messages = warning");
+  tx.exec0("create schema pgfleet");
+  tx.exec0(
+      "create table pgfleet.schema_migrations (name text primary key, "
+      "applied_at timestamptz not null default now())");
+  for (const auto& m : db::Migrations()) {
+    if (m.name >= first_left) break;
+    tx.exec0(m.text);
+    tx.exec_params0("insert into pgfleet.schema_migrations (name) values ($1)", m.name);
+  }
+  for (const auto& o : db::SqlObjects()) tx.exec0(o.text);
+}
+
+const std::string kTypeOf =
+    "select format_type(atttypid, null) from pg_attribute where attrelid = ";
+
+// The statement fails as a check violation naming `rule`.
+void ExpectRefused(const TestDatabase& db, const std::string& sql, const std::string& rule) {
+  try {
+    db.Scalar(sql + "; select 1");
+    ADD_FAILURE() << sql << " accepted";
+  } catch (const pqxx::check_violation& e) {
+    EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << sql << ": " << e.what();
+  }
+}
+
+// A database of an earlier version (up to 0015) with jobs and formations in
+// it takes 0016, whose columns change type under its triggers and views.
 TEST(Migrate, ADatabaseWithRowsTakesTheSpecDomains) {
   TestDatabase db(false);
   auto conn = db.Connect();
   {
     pqxx::work tx(*conn);
-    tx.exec0("set local client_min_messages = warning");
-    tx.exec0("create schema pgfleet");
-    tx.exec0(
-        "create table pgfleet.schema_migrations (name text primary key, "
-        "applied_at timestamptz not null default now())");
-    for (const auto& m : db::Migrations()) {
-      if (m.name >= "0016") break;
-      tx.exec0(m.text);
-      tx.exec_params0("insert into pgfleet.schema_migrations (name) values ($1)", m.name);
-    }
-    for (const auto& o : db::SqlObjects()) tx.exec0(o.text);
+    MigrateUpTo(tx, "0016");
     tx.exec0(
         "insert into pgfleet.formations (name, kind, replicas, command, env) "
         "values ('web', 'service', 0, '{sleep,1}', '{\"A\": \"b\"}')");
@@ -126,20 +144,64 @@ TEST(Migrate, ADatabaseWithRowsTakesTheSpecDomains) {
   EXPECT_NE(std::find(applied.begin(), applied.end(), "0016_spec_domains.sql"), applied.end());
   EXPECT_EQ("50", db.Scalar("select count(*) from pgfleet.jobs "
                             "where env = '{\"X\": \"y\"}' and cpu = 200 and formation = 'web'"));
-  const std::string type_of =
-      "select format_type(atttypid, null) from pg_attribute where attrelid = ";
   EXPECT_EQ("pgfleet.spec_env",
-            db.Scalar(type_of + "'pgfleet.jobs'::regclass and attname = 'env'"));
+            db.Scalar(kTypeOf + "'pgfleet.jobs'::regclass and attname = 'env'"));
   EXPECT_EQ("pgfleet.spec_command",
-            db.Scalar(type_of + "'pgfleet.formations'::regclass and attname = 'command'"));
+            db.Scalar(kTypeOf + "'pgfleet.formations'::regclass and attname = 'command'"));
   EXPECT_EQ("1", db.Scalar("select count(*) from pg_trigger "
                            "where tgname = 'formations_check_template'"));
-  try {
-    db.Scalar("insert into pgfleet.jobs (command, cpu) values ('{true}', 0)");
-    ADD_FAILURE() << "cpu 0 accepted";
-  } catch (const pqxx::check_violation& e) {
-    EXPECT_NE(std::string(e.what()).find("cpu must be > 0"), std::string::npos) << e.what();
+  ExpectRefused(db, "insert into pgfleet.jobs (command, cpu) values ('{true}', 0)",
+                "cpu must be > 0");
+}
+
+// A database at 0017 with hosts (and their heartbeats and keys, which refer
+// to hosts.id) takes 0018: the hosts' one-column rules become domains under
+// its views and triggers; the rules still hold, naming themselves, and the
+// allocation rules spanning two columns stay table CHECKs.
+TEST(Migrate, ADatabaseWithHostsTakesTheHostDomains) {
+  TestDatabase db(false);
+  auto conn = db.Connect();
+  {
+    pqxx::work tx(*conn);
+    MigrateUpTo(tx, "0018");
+    tx.exec(
+        "select pgfleet.register_host('h' || i, 'http://127.0.0.1:' || (1000 + i), 4000, 4096, "
+        "'{\"zone\": \"a\"}', 'process', null) from generate_series(1, 20) i");
+    tx.exec0(
+        "insert into pgfleet.host_keys (host_id, key) values ('h1', decode(repeat('00', 32), "
+        "'hex'))");
+    tx.commit();
   }
+  auto applied = db::Migrate(*conn);
+  EXPECT_NE(std::find(applied.begin(), applied.end(), "0018_host_domains.sql"), applied.end());
+  EXPECT_EQ("20", db.Scalar("select count(*) from pgfleet.hosts where labels ->> 'zone' = 'a'"));
+  EXPECT_EQ("20", db.Scalar("select count(*) from pgfleet.host_status")) << "the view is back";
+  EXPECT_EQ("1", db.Scalar("select count(*) from pgfleet.host_keys k join pgfleet.hosts h "
+                           "on h.id = k.host_id"));
+  for (const char* column : {"id", "api_url", "cpu", "memory", "labels", "state"}) {
+    EXPECT_EQ(std::string("pgfleet.host_") + column,
+              db.Scalar(kTypeOf + "'pgfleet.hosts'::regclass and attname = '" + column + "'"));
+  }
+  EXPECT_EQ("1",
+            db.Scalar("select count(*) from pg_trigger where tgname = 'hosts_config_changed'"));
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"update pgfleet.hosts set api_url = 'ftp://x' where id = 'h2'",
+       "api_url must be an http URL"},
+      {"update pgfleet.hosts set labels = '{\"a\": 1}' where id = 'h2'",
+       "labels must be an object of strings"},
+      {"update pgfleet.hosts set state = 'gone' where id = 'h2'",
+       "host state must be up, draining, offline or lost"},
+      {"update pgfleet.hosts set cpu = 0 where id = 'h2'", "cpu must be > 0"},
+      {"update pgfleet.hosts set cpu_allocated = 4001 where id = 'h2'",
+       "cpu_allocated must be between 0 and cpu"},
+      {"update pgfleet.hosts set memory_allocated = -1 where id = 'h2'",
+       "memory_allocated must be between 0 and memory"},
+      {"insert into pgfleet.hosts (id, api_url, cpu, memory) values ('a b', 'http://x', 1, 1)",
+       "host id must be 1-100 of A-Z a-z 0-9 . _ -"},
+  };
+  for (const auto& [sql, rule] : refused) ExpectRefused(db, sql, rule);
+  EXPECT_EQ("4000", db.Scalar("select cpu from pgfleet.hosts where id = 'h2'"))
+      << "changed nothing";
 }
 
 TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
