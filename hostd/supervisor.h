@@ -252,6 +252,8 @@ class Supervisor {
   // disk, so a restarted hostd also finds it lost. mu_ held.
   void LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error);
   void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);  // mu_ held
+  // Kill(): SIGKILLs the live attempt (nothing once it ended). mu_ held.
+  void KillRecord(const std::shared_ptr<Record>& rec);
   void Ended(const std::shared_ptr<Record>& rec);  // mu_ held: rec->exit was just set
   void Prune();                                    // mu_ held
   // Recover()'s steps (recovery.cpp).

@@ -68,10 +68,13 @@ bool Supervisor::StopBeforeStart(int64_t job_id, int attempt) {
 void Supervisor::Kill(int64_t job_id, int attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = records_.find({job_id, attempt});
-  if (it == records_.end()) return;
-  auto& rec = it->second;
+  if (it != records_.end()) KillRecord(it->second);
+}
+
+void Supervisor::KillRecord(const std::shared_ptr<Record>& rec) {
   if (!model::IsLive(rec->state)) return;
-  spdlog::warn("job={} attempt={} superseded: killing it (pid={})", job_id, attempt, rec->pid);
+  spdlog::warn("job={} attempt={} superseded: killing it (pid={})", rec->job_id, rec->attempt,
+               rec->pid);
   if (rec->state == AttemptState::kStopping) {
     Signal(*rec, attempt::kKillSignal);
   } else {
@@ -80,21 +83,22 @@ void Supervisor::Kill(int64_t job_id, int attempt) {
 }
 
 void Supervisor::Rejected(int64_t job_id, int attempt, const std::string& uid) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = records_.find({job_id, attempt});
-    if (it != records_.end() && it->second->OfAnotherJobThan(uid)) {
-      // The answer to a report of the attempt ForgetOtherJob dropped: the one
-      // here now is another job's, and nothing about it was said.
-      spdlog::info(
-          "job={} attempt={}: a rejected report was about another job (uid {}; {} is "
-          "here now): nothing to kill",
-          job_id, attempt, uid, it->second->uid);
-      return;
-    }
-    if (it != records_.end()) it->second->rejected = true;
+  // Judged and killed under one lock: a start that takes this id and attempt
+  // for another job comes wholly before or after.
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  if (it == records_.end()) return;
+  if (it->second->OfAnotherJobThan(uid)) {
+    // The answer to a report of the attempt ForgetOtherJob dropped: the one
+    // here now is another job's, and nothing about it was said.
+    spdlog::info(
+        "job={} attempt={}: a rejected report was about another job (uid {}; {} is "
+        "here now): nothing to kill",
+        job_id, attempt, uid, it->second->uid);
+    return;
   }
-  Kill(job_id, attempt);
+  it->second->rejected = true;
+  KillRecord(it->second);
 }
 
 std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
