@@ -145,6 +145,12 @@ language plpgsql as $$
 declare
   v_count integer;
 begin
+  -- Almost always no host is past a drain deadline: asking the hosts first
+  -- spares the join over every live job (6 ms a call in a burst on 1,000
+  -- hosts with 10,000 jobs running, docs/benchmarks.md).
+  if not exists (select 1 from pgfleet.hosts h where h.state = 'draining' and h.drain_deadline < now()) then
+    return 0;
+  end if;
   -- Lock order: jobs before hosts.
   with overdue as (
     select j.id, j.attempt, j.host_id from pgfleet.jobs j join pgfleet.hosts h on h.id = j.host_id

@@ -156,11 +156,18 @@ $$;
 comment on function pgfleet.job_spec(pgfleet.jobs) is
   'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs); one definition for the scheduler and hostd.';
 
+-- Through jobs_retry_at_idx, always: with statistics from a table of finished
+-- jobs (none pending), the planner took min() over the pending index instead,
+-- reading every pending job (17 ms a call during a burst of 100,000 on top of
+-- 1,000,000 finished jobs, docs/benchmarks.md). With sorting off, the only
+-- plan left for the first not_before in order is that index.
 create or replace function pgfleet.next_retry_in() returns double precision
-language sql stable as $$
-  select extract(epoch from min(not_before) - now())::double precision
-    from pgfleet.jobs
-   where state = 'pending' and not_before is not null and not_before > now()
-$$;
+language plpgsql stable set enable_sort = off as $$
+begin
+  return extract(epoch from (select j.not_before from pgfleet.jobs j
+                              where j.state = 'pending' and j.not_before is not null
+                                and j.not_before > now()
+                              order by j.not_before limit 1) - now())::double precision;
+end $$;
 comment on function pgfleet.next_retry_in() is
   'Seconds until the earliest pending job''s retry backoff ends (null if none waits): when a sleeping scheduler must wake by itself, since nothing notifies it then.';

@@ -271,6 +271,50 @@ TEST(SetHostState, BogusStateIsRejectedNamingTheRule) {
   EXPECT_EQ(sql.Str("select state from pgfleet.hosts where id = 'h1'"), "offline");
 }
 
+// --- next_retry_in ----------------------------------------------------------
+
+TEST(NextRetryIn, SecondsUntilTheEarliestBackoffEndsAndNullWhenNoneWaits) {
+  TestDatabase db;
+  Sql sql(db);
+  EXPECT_EQ(sql.Str("select pgfleet.next_retry_in()"), "");
+  long long soon = sql.Submit(100, 64);
+  long long later = sql.Submit(100, 64);
+  sql.Exec("update pgfleet.jobs set not_before = now() + interval '30 s' where id = $1", soon);
+  sql.Exec("update pgfleet.jobs set not_before = now() + interval '90 s' where id = $1", later);
+  long long seconds = sql.Num("select round(pgfleet.next_retry_in())::bigint");
+  EXPECT_GE(seconds, 28);
+  EXPECT_LE(seconds, 30);
+  // A backoff that already ended is not waited for.
+  sql.Exec("update pgfleet.jobs set not_before = now() - interval '1 s' where id = $1", soon);
+  EXPECT_GE(sql.Num("select round(pgfleet.next_retry_in())::bigint"), 88);
+}
+
+// A scheduler asks before each sleep; during a burst on top of a long history
+// (statistics that see no pending job) it must not read every pending job.
+TEST(NextRetryIn, ReadsTheRetryIndexNotEveryPendingJob) {
+  TestDatabase db;
+  Sql sql(db);
+  // Finished history, written as history (no insert checks, no events).
+  sql.Exec(
+      "do $$ begin set local session_replication_role = replica; "
+      "insert into pgfleet.jobs (command, state, attempt, host_id, finished_at, exit_code) "
+      "select '{true}', 'succeeded', 1, 'h1', now(), 0 from generate_series(1, 20000); end $$");
+  sql.Exec("analyze pgfleet.jobs");
+  sql.Exec("insert into pgfleet.jobs (command) select '{true}' from generate_series(1, 5000)");
+  long long job = sql.Submit(100, 64);
+  sql.Exec("update pgfleet.jobs set not_before = now() + interval '60 s' where id = $1", job);
+  // The scans of this transaction, counted after the call (a CTE runs first).
+  pqxx::result r = sql.Exec(
+      "with c as materialized (select pgfleet.next_retry_in() as s) "
+      "select c.s > 0, pg_stat_get_xact_numscans('pgfleet.jobs_pending_idx'::regclass), "
+      "pg_stat_get_xact_numscans('pgfleet.jobs'::regclass), "
+      "pg_stat_get_xact_numscans('pgfleet.jobs_retry_at_idx'::regclass) from c");
+  EXPECT_EQ(r[0][0].as<std::string>(), "t");
+  EXPECT_EQ(r[0][1].as<long long>(), 0) << "next_retry_in scanned the pending jobs' index";
+  EXPECT_EQ(r[0][2].as<long long>(), 0) << "next_retry_in scanned the whole table";
+  EXPECT_EQ(r[0][3].as<long long>(), 1);
+}
+
 // --- retry_backoff ----------------------------------------------------------
 
 long long BackoffSeconds(Sql& sql, int failures) {
