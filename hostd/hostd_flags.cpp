@@ -36,9 +36,10 @@ daemon::DaemonInfo HostdInfo() {
       "hostd",
       "pgfleet-hostd --db DSN --id ID --token-file FILE [--listen ADDR] [--advertise URL]"
       " [--driver container|process|sim] [--cpu N] [--memory N] [--label k=v]..."
-      " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims=true|false]\n"
+      " [--data-dir DIR] [--host-ttl S] [--self-fence=true|false] [--self-fence-shims=true|false]"
+      " [--db-pooled]\n"
       "       pgfleet-hostd --db DSN --token-file FILE --simulate N [--id-prefix P]"
-      " [--db-connections K] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
+      " [--db-connections K] [--db-pooled] [--listen ADDR] [--cpu N] [--memory N] (hollow hosts)",
       "pgfleet-hostd options (each job runs under `pgfleet-hostd shim DIR`, a per-job process\n"
       "hostd starts itself: jobs keep running across hostd restarts; docs/failures-hostd.md)",
       "host id (required)",
@@ -58,6 +59,10 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "id-prefix", po::value(&f->id_prefix)->default_value("sim-"), "--simulate: host id prefix")(
       "db-connections", po::value(&f->db_connections)->default_value(4),
       "--simulate: database connections the hollow hosts share")(
+      "db-pooled", po::value(&f->db_pooled)->default_value(false)->implicit_value(true),
+      "--db goes through a transaction-mode pooler (pgbouncer pool_mode = transaction), so "
+      "thousands of hosts share a few server connections: statements are sent unnamed, no "
+      "session settings (docs/operations.md, \"A large fleet\")")(
       "cpu", po::value(&f->cpu)->default_value(0),
       "millicores offered (default: all cores x 1000)")(
       "memory", po::value(&f->memory)->default_value(0),

@@ -28,6 +28,7 @@ struct HostdFlags {
   int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
   std::string id_prefix = "sim-";
   int db_connections = 4;
+  bool db_pooled = false;  // --db goes through a transaction-mode pooler
   int log_max_files = model::kDefaultLogMaxFiles;
   int log_max_file_mb = model::kDefaultLogMaxFileMb;
   std::string gc_after_text = "24h";

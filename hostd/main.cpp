@@ -25,6 +25,7 @@
 #include "core/daemon/flags.h"
 #include "core/daemon/http_listener.h"
 #include "core/daemon/stop_signal.h"
+#include "core/db/statements.h"
 #include "core/model/job_spec.h"
 #include "core/net/ticket.h"
 #include "core/util/text.h"
@@ -219,6 +220,7 @@ int main(int argc, char** argv) {
   auto code = flags.Parse(
       argc, argv, [&](const po::variables_map&) { ValidateHostdFlags(flags.common().id, &f); });
   if (code) return *code;
+  pgfleet::db::UseUnnamedStatements(f.db_pooled);
   if (f.simulate > 0) return RunHollow(flags, f);
   if (auto failed = ResolveMachineDefaults(flags, &f)) return *failed;
   const std::string& id = flags.common().id;

@@ -1,8 +1,18 @@
 #include "core/db/statements.h"
 
+#include <atomic>
+
 namespace pgfleet::db {
 
+namespace {
+std::atomic<bool> unnamed_statements{false};
+}  // namespace
+
+void UseUnnamedStatements(bool on) { unnamed_statements = on; }
+bool UnnamedStatements() { return unnamed_statements.load(std::memory_order_relaxed); }
+
 void PrepareAll(pqxx::connection& conn, std::initializer_list<const Statement*> statements) {
+  if (UnnamedStatements()) return;
   for (const Statement* s : statements) conn.prepare(s->name, s->sql);
 }
 

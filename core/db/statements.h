@@ -25,21 +25,38 @@ struct Statement {
   const char* sql;
 };
 
-// Prepares each statement on conn (call once per connection).
+// A process whose connections go through a transaction-mode pooler
+// (pgbouncer pool_mode = transaction: each transaction may run on another
+// server connection) cannot use named prepared statements, which live in one
+// server session; it calls UseUnnamedStatements(true) before connecting, and
+// every statement is then sent with its text (parsed and planned per call;
+// the PL/pgSQL functions it calls still keep their plans per server session).
+// Set once at startup, read everywhere after.
+void UseUnnamedStatements(bool on);
+bool UnnamedStatements();
+
+// Prepares each statement on conn (call once per connection; nothing with
+// unnamed statements).
 void PrepareAll(pqxx::connection& conn, std::initializer_list<const Statement*> statements);
 
-// Runs a statement prepared by PrepareAll.
+// Runs a statement prepared by PrepareAll (or, with unnamed statements, its text).
 template <typename... Args>
 pqxx::result Exec(pqxx::transaction_base& tx, const Statement& s, Args&&... args) {
+  if (UnnamedStatements()) return tx.exec_params(s.sql, std::forward<Args>(args)...);
   return tx.exec_prepared(s.name, std::forward<Args>(args)...);
 }
 template <typename... Args>
 pqxx::row Exec1(pqxx::transaction_base& tx, const Statement& s, Args&&... args) {
+  if (UnnamedStatements()) return tx.exec_params1(s.sql, std::forward<Args>(args)...);
   return tx.exec_prepared1(s.name, std::forward<Args>(args)...);
 }
 template <typename... Args>
 void Exec0(pqxx::transaction_base& tx, const Statement& s, Args&&... args) {
-  tx.exec_prepared0(s.name, std::forward<Args>(args)...);
+  if (UnnamedStatements()) {
+    tx.exec_params0(s.sql, std::forward<Args>(args)...);
+  } else {
+    tx.exec_prepared0(s.name, std::forward<Args>(args)...);
+  }
 }
 
 // A text parameter that is null when empty.

@@ -125,7 +125,7 @@ TEST_F(DaemonFlagsTest, HelpPrintsEveryFlagAndExits0) {
   for (const char* flag :
        {"--db", "--id", "--listen", "--token-file", "--log-level", "--config", "--advertise",
         "--driver", "--cpu", "--memory", "--label", "--heartbeat-interval", "--reconcile-interval",
-        "--host-ttl", "--self-fence", "--self-fence-shims", "--data-dir"})
+        "--host-ttl", "--self-fence", "--self-fence-shims", "--data-dir", "--db-pooled"})
     EXPECT_NE(std::string::npos, h.out.find(flag)) << flag;
 }
 

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -266,6 +267,97 @@ CommandResult Cluster::CliNoToken(const std::string& dsn, std::vector<std::strin
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, {"PGFLEET_DB=" + dsn, "PGFLEET_TOKEN_FILE="}, timeout);
 }
+
+PgBouncer::PgBouncer(const TestDatabase& db, int pool_size,
+                     const std::vector<std::string>& logins) {
+  const std::string binary = "/usr/sbin/pgbouncer";
+  if (access(binary.c_str(), X_OK) != 0) {
+    throw std::runtime_error(binary + " not found (scripts/install-deps installs pgbouncer)");
+  }
+  std::string server_host = "127.0.0.1", server_port = "5432";
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(db.dsn().c_str(), &err);
+  if (!opts) throw std::runtime_error("cannot parse the test DSN");
+  for (PQconninfoOption* o = opts; o->keyword; ++o) {
+    if (!o->val) continue;
+    if (std::string(o->keyword) == "host") server_host = o->val;
+    if (std::string(o->keyword) == "port") server_port = o->val;
+  }
+  PQconninfoFree(opts);
+  // pgbouncer will not run as root: -u switches to postgres, who must be able
+  // to write its log here.
+  if (getuid() == 0 && chmod(dir_.path().c_str(), 0777) != 0) {
+    throw std::runtime_error("cannot prepare " + dir_.path());
+  }
+  port_ = FreeLoopbackPort();
+  {
+    std::ofstream users(dir_.path() + "/users.txt");
+    users << "\"postgres\" \"\"\n";
+    for (const auto& login : logins) users << "\"" << login << "\" \"\"\n";
+  }
+  std::ofstream(dir_.path() + "/pgbouncer.ini")
+      // connect_query: what hostd sets per session when it connects directly
+      // (docs/operations.md, "A large fleet").
+      << "[databases]\n* = host=" << server_host << " port=" << server_port
+      << " connect_query='set jit = off'\n"
+      << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port_ << "\n"
+      << "unix_socket_dir =\nauth_type = trust\nauth_file = " << dir_.path() << "/users.txt\n"
+      << "admin_users = postgres\npool_mode = transaction\n"
+      << "default_pool_size = " << pool_size << "\nmax_client_conn = 500\n";
+  std::vector<std::string> argv = {binary};
+  if (getuid() == 0) argv.insert(argv.end(), {"-u", "postgres"});
+  argv.push_back(dir_.path() + "/pgbouncer.ini");
+  process_ = std::make_unique<Process>(argv, dir_.path() + "/pgbouncer.out");
+  bool up = WaitFor(
+      [&] {
+        if (!process_->Running()) return true;  // reported below
+        try {
+          pqxx::connection c(Dsn(db));
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      std::chrono::seconds(10));
+  if (!up || !process_->Running()) throw std::runtime_error("pgbouncer did not start: " + Log());
+}
+
+std::string PgBouncer::Dsn(const TestDatabase& db, const std::string& login) const {
+  return "host=127.0.0.1 port=" + std::to_string(port_) + " user=" + login + " dbname=" + db.name();
+}
+
+PgBouncer::Pool PgBouncer::PoolOf(const std::string& dbname, const std::string& login) const {
+  // libpq itself: libpqxx refuses the admin console's server version, and the
+  // console speaks the simple query protocol only.
+  std::string dsn =
+      "host=127.0.0.1 port=" + std::to_string(port_) + " user=postgres dbname=pgbouncer";
+  PGconn* conn = PQconnectdb(dsn.c_str());
+  PGresult* res = PQstatus(conn) == CONNECTION_OK ? PQexec(conn, "show pools") : nullptr;
+  if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+    std::string why = PQerrorMessage(conn);
+    if (res) PQclear(res);
+    PQfinish(conn);
+    throw std::runtime_error("show pools on pgbouncer: " + why);
+  }
+  auto value = [&](int row, const char* col) {
+    int c = PQfnumber(res, col);
+    if (c < 0) throw std::runtime_error(std::string("show pools has no column ") + col);
+    return std::string(PQgetvalue(res, row, c));
+  };
+  Pool pool;
+  for (int r = 0; r < PQntuples(res); ++r) {
+    if (value(r, "database") != dbname || value(r, "user") != login) continue;
+    pool.clients += std::stoi(value(r, "cl_active")) + std::stoi(value(r, "cl_waiting"));
+    for (const char* col : {"sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"}) {
+      pool.servers += std::stoi(value(r, col));
+    }
+  }
+  PQclear(res);
+  PQfinish(conn);
+  return pool;
+}
+
+std::string PgBouncer::Log() const { return process_ ? process_->Log() : ""; }
 
 std::string Cluster::Logs() const {
   std::string out;

@@ -180,6 +180,29 @@ class PrivatePostgres {
   std::string admin_dsn_;
 };
 
+// A transaction-mode pooler (pgbouncer, pool_mode = transaction, trust, on a
+// free loopback port) in front of the server of `db`, at most pool_size server
+// connections per database and login; postgres and `logins` may connect.
+// Throws when pgbouncer is missing (scripts/install-deps installs it).
+class PgBouncer {
+ public:
+  PgBouncer(const TestDatabase& db, int pool_size, const std::vector<std::string>& logins = {});
+  // `db` through the pooler, as `login`.
+  std::string Dsn(const TestDatabase& db, const std::string& login = "postgres") const;
+  struct Pool {
+    int clients = 0;  // client connections (active or waiting)
+    int servers = 0;  // server connections, in any state
+  };
+  // The pool of database `dbname` and `login` (SHOW POOLS on the admin console).
+  Pool PoolOf(const std::string& dbname, const std::string& login) const;
+  std::string Log() const;
+
+ private:
+  TempDir dir_;
+  int port_ = 0;
+  std::unique_ptr<Process> process_;
+};
+
 // A small local cluster of real processes against a TestDatabase: schedulers
 // and hosts (process driver unless told otherwise), sharing one token file.
 // Hosts heartbeat every 0.5 s and reconcile every 1 s; `extra` may override
