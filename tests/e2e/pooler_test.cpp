@@ -57,6 +57,48 @@ TEST(PoolerTest, HostsBehindATransactionPoolerShareOneServerConnectionAndRunEach
   }
 }
 
+// PostgreSQL restarts under the pooler: every server connection breaks while
+// the hosts' connections to the pooler stay up. Each host's step fails once
+// and the next runs on a new server connection; nothing is lost or run twice.
+TEST(PoolerTest, HostsBehindThePoolerRideThroughADatabaseRestart) {
+  PrivatePostgres pg;
+  TestDatabase db(pg.admin_dsn(), true);
+  std::string login = db.CreateLogin("fleet_hosts", {"pgfleet_host"});
+  PgBouncer bouncer(db, /*pool_size=*/2, {login});
+  Cluster cluster(db);
+  cluster.StartScheduler("s1");
+  for (const char* id : {"h1", "h2"}) {
+    db.Scalar("insert into pgfleet.host_logins (login, host_id) values ('" + login + "', '" + id +
+              "')");
+    cluster.StartHost(id, 300, 1024, {"--db", bouncer.Dsn(db, login), "--db-pooled"});
+  }
+  ASSERT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs() << bouncer.Log();
+  auto succeeded = [&](int n) {
+    return WaitFor(
+        [&] {
+          try {
+            return db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == n;
+          } catch (const std::exception&) {
+            return false;  // the database is still coming back
+          }
+        },
+        60s);
+  };
+  db.Scalar("insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 20)");
+  ASSERT_TRUE(succeeded(20)) << cluster.Logs();
+
+  pg.Restart();
+  db.Scalar("insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 20)");
+  ASSERT_TRUE(succeeded(40)) << db.Scalar(
+                                    "select string_agg(state || ' ' || n, ', ') from (select "
+                                    "state, count(*) n from pgfleet.jobs group by state) s")
+                             << cluster.Logs() << bouncer.Log();
+  EXPECT_EQ(db.AttemptsWithRepeated("running"), 0);
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where attempt <> 1"), 0);
+  EXPECT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs();
+  EXPECT_EQ(db.Count("select count(*) from pgfleet.allocation_drift"), 0);
+}
+
 // The control experiment: without --db-pooled, two hostds behind the same
 // pooler break each other's named statements, so the test above shows the
 // flag at work, not a pooler that happens to pin sessions.
