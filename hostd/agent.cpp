@@ -1,5 +1,6 @@
 #include "hostd/agent.h"
 
+#include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -114,6 +115,8 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     registered_ = false;
     return;
   }
+  db_live_digest_ = status->live_digest;
+  db_stops_ = status->stops;
   if (status->lost || status->generation != generation_) {
     // We were declared lost (or another hostd took our id): our attempts may
     // have been superseded. Re-register; the reconcile kills what is not ours.
@@ -177,6 +180,22 @@ void Agent::Reconcile(pqxx::connection& conn) {
   for (const auto& key : supervisor_->LiveStartedBefore(snapshot_time)) {
     if (!wanted.count(key)) supervisor_->Kill(key.first, key.second);
   }
+}
+
+bool Agent::ViewDiffers() const {
+  if (db_live_digest_.empty() || db_stops_ > 0) return true;
+  // As pgfleet.heartbeat: the XOR of the first 64 bits (big-endian) of each
+  // live attempt's md5("job/attempt/uid"), as a signed number.
+  uint64_t digest = 0;
+  for (const auto& key : supervisor_->LiveAttemptKeys()) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(key.data(), key.size(), md, &len, EVP_md5(), nullptr) != 1) return true;
+    uint64_t head = 0;
+    for (int i = 0; i < 8; ++i) head = (head << 8) | md[i];
+    digest ^= head;
+  }
+  return std::to_string(static_cast<int64_t>(digest)) != db_live_digest_;
 }
 
 void Agent::ReconcileJob(const store::HostJob& job) {
@@ -299,11 +318,17 @@ Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
     HeartbeatIfDue(conn);
     if (!registered_) return Clock::now();
   }
+  // A reconcile at most every --reconcile-interval, and then only when the
+  // latest heartbeat's answer shows something to do (or the safety net's
+  // time came): at rest a host does not ask for its jobs every few seconds.
   auto now = Clock::now();
-  if (force_reconcile_ || now - last_reconcile_ >= config_.reconcile_interval) {
+  const auto safety = config_.reconcile_interval * kReconcileSafetyFactor;
+  if (force_reconcile_ || (now - last_reconcile_ >= config_.reconcile_interval &&
+                           (now - last_reconcile_ >= safety || ViewDiffers()))) {
     deadline.Renew();
     RetryQuarantined(conn);
     Reconcile(conn);
+    metrics_.Add("pgfleet_host_reconciles_total", 1);
     force_reconcile_ = false;
     last_reconcile_ = Clock::now();
   }
@@ -311,8 +336,11 @@ Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
     spdlog::info("host={} database steps succeed again", config_.id);
     last_error_.clear();
   }
-  return std::min(last_heartbeat_ + config_.heartbeat_interval,
-                  last_reconcile_ + config_.reconcile_interval);
+  // Next: the next heartbeat (whose answer may call for a reconcile), or the
+  // reconcile interval's end if it is still ahead, or the safety net's.
+  auto next_reconcile = last_reconcile_ + config_.reconcile_interval;
+  if (next_reconcile <= now) next_reconcile = last_reconcile_ + safety;
+  return std::min(last_heartbeat_ + config_.heartbeat_interval, next_reconcile);
 }
 
 void Agent::NoteStepFailed(const std::exception* e) {

@@ -85,6 +85,9 @@ class Agent {
   std::chrono::milliseconds DbDeadline() const;
   static constexpr std::chrono::milliseconds kMinDbDeadline{2000};
   static constexpr std::chrono::milliseconds kMaxDbDeadline{20000};
+  // With nothing to do by the heartbeats' answers, a reconcile still runs
+  // every this many --reconcile-interval (a minute by default): a safety net.
+  static constexpr int kReconcileSafetyFactor = 12;
 
  private:
   void Register(pqxx::connection& conn);
@@ -110,6 +113,10 @@ class Agent {
   void Quarantine(model::Report report, const std::string& error);
   void RetryQuarantined(pqxx::connection& conn);
   void Reconcile(pqxx::connection& conn);
+  // Whether a reconcile would find anything to do, by the latest heartbeat's
+  // answer: the database's live attempts for this host differ from the ones
+  // it runs (the digest pgfleet.heartbeat returns), or some are asked to stop.
+  bool ViewDiffers() const;
   // The reconcile's decision for one job the database assigns to this host.
   void ReconcileJob(const store::HostJob& job);
   void NoteContact(int64_t sent_boottime_ns);
@@ -124,7 +131,10 @@ class Agent {
   bool registered_ = false;
   std::chrono::steady_clock::time_point last_heartbeat_{};
   std::chrono::steady_clock::time_point last_reconcile_{};
-  bool force_reconcile_ = false;          // a reconcile is due whatever the interval
+  bool force_reconcile_ = false;  // a reconcile is due whatever the interval
+  // The latest heartbeat's view of this host's live attempts ("" before one).
+  std::string db_live_digest_;
+  int db_stops_ = 0;
   std::string last_error_;                // logged once until a step succeeds again
   bool disk_pressure_ = false;            // as of the latest heartbeat
   std::deque<model::Report> quarantine_;  // reports the database refused (Quarantine)

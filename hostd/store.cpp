@@ -21,7 +21,8 @@ constexpr db::Statement kHostTtl{
 
 // The host state is compared here, in SQL, where host states are defined.
 constexpr db::Statement kHeartbeat{"hostd_heartbeat",
-                                   "select state, state = 'lost' as lost, generation"
+                                   "select state, state = 'lost' as lost, generation,"
+                                   "       live_digest, stops"
                                    "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
 
 constexpr db::Statement kReportJobs{
@@ -76,6 +77,8 @@ std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::strin
   s.state = rows[0]["state"].as<std::string>();
   s.lost = rows[0]["lost"].as<bool>();
   s.generation = rows[0]["generation"].as<int64_t>();
+  s.live_digest = rows[0]["live_digest"].as<std::string>();
+  s.stops = rows[0]["stops"].as<int>();
   return s;
 }
 

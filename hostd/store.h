@@ -37,6 +37,11 @@ struct HostStatus {
   std::string state;  // for logs only
   bool lost = false;  // declared lost: our attempts may have been superseded
   int64_t generation = 0;
+  // A digest of the host's live attempts as the database sees them (pgfleet.heartbeat),
+  // and how many of them it asks to stop: hostd reconciles when they differ
+  // from what it runs.
+  std::string live_digest;
+  int stops = 0;
 };
 // Records a heartbeat of this generation; nullopt when the host is not in
 // pgfleet.hosts any more.

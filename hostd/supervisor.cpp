@@ -352,6 +352,16 @@ std::vector<std::pair<int64_t, int>> Supervisor::LiveStartedBefore(Clock::time_p
   return out;
 }
 
+std::vector<std::string> Supervisor::LiveAttemptKeys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (auto& [key, r] : records_) {
+    if (!r->exit)
+      out.push_back(std::to_string(key.first) + '/' + std::to_string(key.second) + '/' + r->uid);
+  }
+  return out;
+}
+
 size_t Supervisor::LiveCount() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

@@ -194,6 +194,9 @@ class Supervisor {
   std::vector<std::pair<int64_t, int>> LiveStartedBefore(
       std::chrono::steady_clock::time_point t) const;
   size_t LiveCount() const;
+  // The live attempts (not ended), each as "job/attempt/uid": what
+  // pgfleet.heartbeat digests of the database's view of this host.
+  std::vector<std::string> LiveAttemptKeys() const;
 
  private:
   // The host id when attempts run in the container driver's cgroups, else "".

@@ -45,10 +45,13 @@ drop function if exists pgfleet.heartbeat(text, bigint, integer);
 -- Before live usage the heartbeat had no p_usage: one function, not two
 -- overloads a four-argument call could not choose between.
 drop function if exists pgfleet.heartbeat(text, bigint, integer, text);
+-- Its answer grew the host's live attempts as the database sees them
+-- (live_digest, stops): a new return type, so the function is made anew.
+drop function if exists pgfleet.heartbeat(text, bigint, integer, text, jsonb);
 create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer,
                                              p_condition text default null,
                                              p_usage jsonb default null)
-returns table (state text, generation bigint)
+returns table (state text, generation bigint, live_digest text, stops integer)
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 #variable_conflict use_column
 declare
@@ -70,10 +73,28 @@ begin
   if v_had is not null and nullif(p_condition, '') is null then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
-  return query select h.state::text, h.generation from pgfleet.hosts h where h.id = p_host;
+  -- With the database's view of the host's live attempts, so that hostd
+  -- reconciles only when its own differs (or stops are wanted): at rest a
+  -- host then asks for its jobs once a minute, not every few seconds.
+  -- live_digest: the XOR over the live attempts (assigned or running) of
+  -- the first 64 bits of md5("id/attempt/uid"), as a signed number in text
+  -- ("0" for none); hostd computes the same over the attempts it runs
+  -- (Agent::ViewDiffers). Order-free, so no sort: one scan of the
+  -- live-by-host index, in this statement (a SQL function with an aggregate
+  -- is planned anew on every call).
+  return query
+    select h.state::text, h.generation, coalesce(l.digest, 0)::text, coalesce(l.stops, 0)
+      from pgfleet.hosts h
+      left join lateral (
+        select bit_xor(('x' || left(md5(j.id || '/' || j.attempt || '/' || coalesce(j.uid::text, '')),
+                                    16))::bit(64)::bigint) as digest,
+               (count(*) filter (where j.desired_state = 'stop'))::integer as stops
+          from pgfleet.jobs j
+         where j.host_id = p_host and j.state in ('assigned', 'running')) l on true
+     where h.id = p_host;
 end $$;
 comment on function pgfleet.heartbeat(text, bigint, integer, text, jsonb) is
-  'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work) and, every --usage-interval, the live usage of its running attempts (pgfleet.record_usage); returns the host''s state and generation as the database sees them.';
+  'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work) and, every --usage-interval, the live usage of its running attempts (pgfleet.record_usage); returns the host''s state and generation as the database sees them, a digest of its live attempts (XOR of the first 64 bits of md5("id/attempt/uid")) and how many of them are asked to stop.';
 
 -- p_usage: [{"job":1,"attempt":1,"cpu_cores":0.5,"memory_bytes":1048576}, ...],
 -- every attempt the host runs. Elements that are not of that shape are

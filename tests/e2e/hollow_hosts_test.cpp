@@ -72,7 +72,8 @@ class HollowHostsTest : public ::testing::Test {
     std::string where = " from pgfleet.jobs j where j.id = " + std::to_string(id);
     json item{{"job", id},
               {"attempt", std::stoi(db_.Scalar("select attempt" + where))},
-              {"spec", json::parse(db_.Scalar("select pgfleet.job_spec(j)::text" + where))}};
+              {"spec", json::parse(db_.Scalar("select pgfleet.job_spec(j)::text" + where))},
+              {"uid", db_.Scalar("select uid::text" + where)}};
     auto ep = EndpointOf(host);
     auto res =
         ep.client->Post(ep.prefix + "/v1/jobs",
@@ -178,6 +179,48 @@ TEST_F(HollowHostsTest, ReconcileStartsAnAssignedJobNobodyDispatched) {
   EXPECT_TRUE(WaitState(id, "succeeded"));
   EXPECT_EQ(db_.Scalar("select host_id from pgfleet.jobs where id = " + std::to_string(id)),
             "sim-9");
+}
+
+// pgfleet_host_reconciles_total of the hosts' shared registry.
+double Reconciles(const metrics::Registry& registry) {
+  const std::string text = registry.Render();
+  const std::string name = "pgfleet_host_reconciles_total ";
+  auto at = text.find("\n" + name);
+  return at == std::string::npos ? 0 : std::stod(text.substr(at + 1 + name.size()));
+}
+
+// A host reconciles when the heartbeat's answer shows the database's view of
+// its live attempts differs from its own, not every --reconcile-interval: at
+// rest, 10 hosts at a 1 s interval ask for their jobs about never instead of
+// 40 times in 4 s; a job assigned and never dispatched is still started.
+TEST_F(HollowHostsTest, AtRestHostsReconcileOnlyWhenTheDatabaseSeesThemOtherwise) {
+  StartHosts(10, 1s);
+  // Some hosts run jobs (their digests are of attempts, not of nothing).
+  for (const char* host : {"sim-1", "sim-2", "sim-2"}) {
+    int64_t id = Assign(host, {{"PGFLEET_SIM_SECONDS", "60"}});
+    std::string status = Dispatch(host, id);  // "already": a reconcile was first
+    ASSERT_TRUE(status == "started" || status == "already") << status;
+    ASSERT_TRUE(WaitState(id, "running"));
+  }
+  std::this_thread::sleep_for(1s);  // past the reconciles those starts may have caused
+  double before = Reconciles(metrics_);
+  std::this_thread::sleep_for(4s);
+  EXPECT_LE(Reconciles(metrics_) - before, 2) << metrics_.Render();
+  int64_t id = Assign("sim-9", {{"PGFLEET_SIM_EXIT_CODE", "0"}});
+  EXPECT_TRUE(WaitState(id, "succeeded"));
+  EXPECT_GE(Reconciles(metrics_) - before, 1);
+}
+
+// With nothing to do, a host still reconciles every 12 intervals (the safety
+// net): at 200 ms, each of 10 hosts one to three times in 5 s, not 25.
+TEST_F(HollowHostsTest, AtRestHostsStillReconcileOnTheSafetyNet) {
+  StartHosts(10, 200ms);
+  std::this_thread::sleep_for(1s);
+  double before = Reconciles(metrics_);
+  std::this_thread::sleep_for(5s);
+  double n = Reconciles(metrics_) - before;
+  EXPECT_GE(n, 10) << metrics_.Render();
+  EXPECT_LE(n, 40) << metrics_.Render();
 }
 
 TEST_F(HollowHostsTest, TheSharedListenerGuardsAndRoutesByHost) {
