@@ -72,7 +72,9 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "heartbeat-interval", po::value(&f->heartbeat_text)->default_value(f->heartbeat_text),
       "time between heartbeats (500ms, 2s, 1.5, ...)")(
       "reconcile-interval", po::value(&f->reconcile_text)->default_value(f->reconcile_text),
-      "time between reconciles with the database")(
+      "least time between reconciles with the database; one runs when a heartbeat's answer "
+      "shows the database's view of this host's attempts differs from hostd's, and every 12 "
+      "intervals whatever it shows")(
       "host-ttl", po::value(&f->host_ttl_text)->default_value(f->host_ttl_text),
       "seconds without a heartbeat after which schedulers declare this host lost; must match "
       "the database's settings.host_ttl_seconds (the shorter of the two is used)")(
