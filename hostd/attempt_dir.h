@@ -78,6 +78,11 @@ std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt);
 // The uid an attempt directory was claimed for ("" when none was given, or
 // the directory predates uids).
 std::string ReadUid(const std::string& dir);
+// Whether two job uids name different jobs: both known ("" is unknown) and
+// unequal. An attempt of unknown uid is taken to be the job's asking.
+inline bool OtherJob(const std::string& uid, const std::string& other) {
+  return !uid.empty() && !other.empty() && uid != other;
+}
 
 // Descriptors a shim runs with: 3 = write end of the start pipe (the shim
 // writes "ok <job pid>" or "fail <message>" and closes it), 4 = the attempt

@@ -43,7 +43,7 @@ AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const
       return Claim::kFailed;
     }
     const std::string had = attempt::ReadUid(dir);
-    if (uid.empty() || had.empty() || had == uid) return Claim::kTaken;
+    if (!attempt::OtherJob(had, uid)) return Claim::kTaken;
     // Another job's attempt of the same id and number: this host ran it for
     // another database, or for this one before it was restored from a backup.
     const std::string stale = data_dir_ + "/" + attempt::kStaleDir;
@@ -115,10 +115,8 @@ std::string ShimRunner::OutputTail(int64_t job_id, int attempt) const {
 
 void ShimRunner::MarkReported(int64_t job_id, int attempt, const std::string& uid) {
   const std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
-  if (!uid.empty()) {
-    const std::string had = attempt::ReadUid(dir);
-    if (!had.empty() && had != uid) return;  // set aside since: another job's attempt is here
-  }
+  // Set aside since, when another job's attempt is here now.
+  if (!uid.empty() && attempt::OtherJob(attempt::ReadUid(dir), uid)) return;
   std::string error;
   if (!MarkSettled(dir, &error)) {
     spdlog::warn("job={} attempt={} cannot mark reported: {}", job_id, attempt, error);

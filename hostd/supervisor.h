@@ -231,7 +231,7 @@ class Supervisor {
     JobInfo Info() const;
     // Whether the job of `other_uid` is another than this attempt's (both known).
     bool OfAnotherJobThan(const std::string& other_uid) const {
-      return !other_uid.empty() && !uid.empty() && uid != other_uid;
+      return attempt::OtherJob(uid, other_uid);
     }
   };
   using Key = std::pair<int64_t, int>;
