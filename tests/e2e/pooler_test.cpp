@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "test_support.h"
 
@@ -15,30 +16,52 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(PoolerTest, HostsBehindATransactionPoolerShareOneServerConnectionAndRunEachJobOnce) {
-  TestDatabase db;
-  // The pooler keeps a pool per login: the hosts share one, bound to each of
-  // their ids (docs/operations.md), so pgfleet.require_host checks every call.
-  std::string login = db.CreateLogin("fleet_hosts", {"pgfleet_host"});
-  PgBouncer bouncer(db, /*pool_size=*/1, {login});
-  Cluster cluster(db);
-  cluster.StartScheduler("s1");
-  // 3 slots of 100 millicores each: 60 jobs must use every host.
-  for (const char* id : {"h1", "h2", "h3"}) {
+// Starts hosts `ids` behind `bouncer` with --db-pooled. The pooler keeps a
+// pool per login: the hosts share `login`, bound to each of their ids
+// (docs/operations.md), so pgfleet.require_host checks every call. 3 slots
+// of 100 millicores each.
+void StartPooledHosts(const TestDatabase& db, Cluster& cluster, const PgBouncer& bouncer,
+                      const std::string& login, const std::vector<std::string>& ids) {
+  for (const auto& id : ids) {
     db.Scalar("insert into pgfleet.host_logins (login, host_id) values ('" + login + "', '" + id +
               "')");
     cluster.StartHost(id, 300, 1024, {"--db", bouncer.Dsn(db, login), "--db-pooled"});
   }
+}
+
+// Until n jobs succeeded (false after 60 s); a database still coming back
+// counts as not yet.
+bool WaitSucceeded(const TestDatabase& db, int n) {
+  return WaitFor(
+      [&] {
+        try {
+          return db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == n;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      60s);
+}
+
+// "succeeded 59, running 1": for failure messages.
+std::string JobStates(const TestDatabase& db) {
+  return db.Scalar(
+      "select string_agg(state || ' ' || n, ', ') from (select state, count(*) n "
+      "from pgfleet.jobs group by state) s");
+}
+
+TEST(PoolerTest, HostsBehindATransactionPoolerShareOneServerConnectionAndRunEachJobOnce) {
+  TestDatabase db;
+  std::string login = db.CreateLogin("fleet_hosts", {"pgfleet_host"});
+  PgBouncer bouncer(db, /*pool_size=*/1, {login});
+  Cluster cluster(db);
+  cluster.StartScheduler("s1");
+  // 3 slots each: 60 jobs must use every host.
+  StartPooledHosts(db, cluster, bouncer, login, {"h1", "h2", "h3"});
   ASSERT_TRUE(cluster.WaitHostsUp(3)) << cluster.Logs() << bouncer.Log();
 
   db.Scalar("insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 60)");
-  bool done = WaitFor(
-      [&] { return db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == 60; },
-      60s);
-  ASSERT_TRUE(done) << db.Scalar(
-                           "select string_agg(state || ' ' || n, ', ') from (select state, "
-                           "count(*) n from pgfleet.jobs group by state) s")
-                    << cluster.Logs() << bouncer.Log();
+  ASSERT_TRUE(WaitSucceeded(db, 60)) << JobStates(db) << cluster.Logs() << bouncer.Log();
   EXPECT_EQ(db.AttemptsWithRepeated("running"), 0);
   EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where attempt <> 1"), 0);
   EXPECT_EQ(db.Count("select count(distinct host_id) from pgfleet.jobs"), 3);
@@ -67,32 +90,14 @@ TEST(PoolerTest, HostsBehindThePoolerRideThroughADatabaseRestart) {
   PgBouncer bouncer(db, /*pool_size=*/2, {login});
   Cluster cluster(db);
   cluster.StartScheduler("s1");
-  for (const char* id : {"h1", "h2"}) {
-    db.Scalar("insert into pgfleet.host_logins (login, host_id) values ('" + login + "', '" + id +
-              "')");
-    cluster.StartHost(id, 300, 1024, {"--db", bouncer.Dsn(db, login), "--db-pooled"});
-  }
+  StartPooledHosts(db, cluster, bouncer, login, {"h1", "h2"});
   ASSERT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs() << bouncer.Log();
-  auto succeeded = [&](int n) {
-    return WaitFor(
-        [&] {
-          try {
-            return db.Count("select count(*) from pgfleet.jobs where state = 'succeeded'") == n;
-          } catch (const std::exception&) {
-            return false;  // the database is still coming back
-          }
-        },
-        60s);
-  };
   db.Scalar("insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 20)");
-  ASSERT_TRUE(succeeded(20)) << cluster.Logs();
+  ASSERT_TRUE(WaitSucceeded(db, 20)) << cluster.Logs();
 
   pg.Restart();
   db.Scalar("insert into pgfleet.jobs (command) select array['true'] from generate_series(1, 20)");
-  ASSERT_TRUE(succeeded(40)) << db.Scalar(
-                                    "select string_agg(state || ' ' || n, ', ') from (select "
-                                    "state, count(*) n from pgfleet.jobs group by state) s")
-                             << cluster.Logs() << bouncer.Log();
+  ASSERT_TRUE(WaitSucceeded(db, 40)) << JobStates(db) << cluster.Logs() << bouncer.Log();
   EXPECT_EQ(db.AttemptsWithRepeated("running"), 0);
   EXPECT_EQ(db.Count("select count(*) from pgfleet.jobs where attempt <> 1"), 0);
   EXPECT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs();

@@ -111,6 +111,22 @@ void MigrateUpTo(pqxx::work& tx, const std::string& first_left) {
   for (const auto& o : db::SqlObjects()) tx.exec0(o.text);
 }
 
+// A database of an earlier version (up to `migration`, not included) with
+// the rows `setup` writes, then migrated: `migration` must be among those
+// applied.
+void MigrateWithRows(const TestDatabase& db, const std::string& migration,
+                     const std::vector<std::string>& setup) {
+  auto conn = db.Connect();
+  {
+    pqxx::work tx(*conn);
+    MigrateUpTo(tx, migration.substr(0, 4));
+    for (const auto& sql : setup) tx.exec(sql);
+    tx.commit();
+  }
+  auto applied = db::Migrate(*conn);
+  EXPECT_NE(std::find(applied.begin(), applied.end(), migration), applied.end()) << migration;
+}
+
 const std::string kTypeOf =
     "select format_type(atttypid, null) from pg_attribute where attrelid = ";
 
@@ -128,20 +144,11 @@ void ExpectRefused(const TestDatabase& db, const std::string& sql, const std::st
 // it takes 0016, whose columns change type under its triggers and views.
 TEST(Migrate, ADatabaseWithRowsTakesTheSpecDomains) {
   TestDatabase db(false);
-  auto conn = db.Connect();
-  {
-    pqxx::work tx(*conn);
-    MigrateUpTo(tx, "0016");
-    tx.exec0(
-        "insert into pgfleet.formations (name, kind, replicas, command, env) "
-        "values ('web', 'service', 0, '{sleep,1}', '{\"A\": \"b\"}')");
-    tx.exec0(
-        "insert into pgfleet.jobs (command, env, cpu, formation) "
-        "select '{true}', '{\"X\": \"y\"}', 200, 'web' from generate_series(1, 50)");
-    tx.commit();
-  }
-  auto applied = db::Migrate(*conn);
-  EXPECT_NE(std::find(applied.begin(), applied.end(), "0016_spec_domains.sql"), applied.end());
+  MigrateWithRows(db, "0016_spec_domains.sql",
+                  {"insert into pgfleet.formations (name, kind, replicas, command, env) "
+                   "values ('web', 'service', 0, '{sleep,1}', '{\"A\": \"b\"}')",
+                   "insert into pgfleet.jobs (command, env, cpu, formation) "
+                   "select '{true}', '{\"X\": \"y\"}', 200, 'web' from generate_series(1, 50)"});
   EXPECT_EQ("50", db.Scalar("select count(*) from pgfleet.jobs "
                             "where env = '{\"X\": \"y\"}' and cpu = 200 and formation = 'web'"));
   EXPECT_EQ("pgfleet.spec_env",
@@ -160,20 +167,12 @@ TEST(Migrate, ADatabaseWithRowsTakesTheSpecDomains) {
 // allocation rules spanning two columns stay table CHECKs.
 TEST(Migrate, ADatabaseWithHostsTakesTheHostDomains) {
   TestDatabase db(false);
-  auto conn = db.Connect();
-  {
-    pqxx::work tx(*conn);
-    MigrateUpTo(tx, "0018");
-    tx.exec(
-        "select pgfleet.register_host('h' || i, 'http://127.0.0.1:' || (1000 + i), 4000, 4096, "
-        "'{\"zone\": \"a\"}', 'process', null) from generate_series(1, 20) i");
-    tx.exec0(
-        "insert into pgfleet.host_keys (host_id, key) values ('h1', decode(repeat('00', 32), "
-        "'hex'))");
-    tx.commit();
-  }
-  auto applied = db::Migrate(*conn);
-  EXPECT_NE(std::find(applied.begin(), applied.end(), "0018_host_domains.sql"), applied.end());
+  MigrateWithRows(
+      db, "0018_host_domains.sql",
+      {"select pgfleet.register_host('h' || i, 'http://127.0.0.1:' || (1000 + i), 4000, 4096, "
+       "'{\"zone\": \"a\"}', 'process', null) from generate_series(1, 20) i",
+       "insert into pgfleet.host_keys (host_id, key) values ('h1', decode(repeat('00', 32), "
+       "'hex'))"});
   EXPECT_EQ("20", db.Scalar("select count(*) from pgfleet.hosts where labels ->> 'zone' = 'a'"));
   EXPECT_EQ("20", db.Scalar("select count(*) from pgfleet.host_status")) << "the view is back";
   EXPECT_EQ("1", db.Scalar("select count(*) from pgfleet.host_keys k join pgfleet.hosts h "
