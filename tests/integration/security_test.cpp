@@ -137,10 +137,20 @@ TEST_F(SecurityTest, SubmitterInsertsAreCheckedNamingTheColumn) {
             "set by pgfleet"},
            {"insert into pgfleet.jobs (command, host_id) values (array['id'], 'h1')", "host_id",
             "set by pgfleet"},
-           // One bad row refuses the whole statement.
+           // One bad row refuses the whole statement (many rows are checked
+           // a rule at a time, one row in PL/pgSQL: the same rules).
            {"insert into pgfleet.jobs (command, run_as) values (array['a'], null), (array['b'], "
             "'root')",
             "run_as", "root"},
+           {"insert into pgfleet.jobs (command, owner) values (array['a'], current_user), "
+            "(array['b'], 'postgres')",
+            "owner", "owner must be the submitting role"},
+           {"insert into pgfleet.jobs (command, privileged) values (array['a'], false), "
+            "(array['b'], true)",
+            "privileged", "privileged is set by pgfleet"},
+           {"insert into pgfleet.jobs (command, network) values (array['a'], 'none'), "
+            "(array['b'], 'host')",
+            "network", "network host"},
        }) {
     std::string err = alice_->ErrorOf(c.sql);
     EXPECT_NE(std::string::npos, err.find(c.words)) << c.sql << ": " << err;
