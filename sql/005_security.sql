@@ -39,16 +39,27 @@ comment on function pgfleet.caller() is
   'The role on whose behalf this statement runs (SET ROLE, else the login), also inside SECURITY DEFINER functions.';
 
 -- Superusers and the schema's owner (who runs migrate) may do everything.
--- PL/pgSQL, not SQL: a SQL function with a FROM clause is never inlined, and
--- was parsed and planned again on each of its calls (0.18 ms, once per host
--- report and heartbeat); PL/pgSQL keeps its plan for the session.
-create or replace function pgfleet.is_admin(p_role text) returns boolean
-language plpgsql stable as $$
+-- The owner is written into pgfleet.schema_owner() by each migrate, as a
+-- role oid (a renamed role stays the owner), so that is_admin is one call of
+-- pg_has_role that the planner inlines wherever it is asked: looked up in
+-- pg_namespace it was a statement of its own in every host report,
+-- heartbeat and insert (docs/benchmarks.md). After ALTER SCHEMA ... OWNER
+-- TO, run migrate again (the old owner keeps owning the tables until then).
+do $$
 begin
-  return (select pg_has_role(p_role, n.nspowner, 'member') from pg_namespace n where n.nspname = 'pgfleet');
+  execute format('create or replace function pgfleet.schema_owner() returns oid '
+                 'language sql immutable as %L',
+                 format('select %s::oid', (select n.nspowner from pg_namespace n where n.nspname = 'pgfleet')));
 end $$;
+comment on function pgfleet.schema_owner() is
+  'The role that owns the pgfleet schema (its oid), as of the last migrate.';
+
+create or replace function pgfleet.is_admin(p_role text) returns boolean
+language sql stable as $$
+  select pg_has_role(p_role, pgfleet.schema_owner(), 'member')
+$$;
 comment on function pgfleet.is_admin(text) is
-  'True for superusers and members of the role that owns the pgfleet schema.';
+  'True for superusers and members of the role that owns the pgfleet schema (pgfleet.schema_owner).';
 
 create or replace function pgfleet.has_role(p_role text, p_group text) returns boolean
 language sql stable as $$
