@@ -2,10 +2,13 @@
 // bench/peer/graphile.sh copies this file next to a node_modules holding
 // graphile-worker and runs it there; see that script for the options.
 //   node graphile-bench.mjs --db DSN --jobs N --workers W --concurrency C
-// Prints one JSON line: {"version", "jobs", "seconds", "enqueue_seconds"}.
+//   [--pg-pid PID]   the PostgreSQL postmaster's pid: also what the server's
+//                    processes spent on CPU while jobs went in and ran
+// Prints one JSON line: {"version", "jobs", "seconds", "enqueue_seconds"} and
+// with --pg-pid "pg_cpu_enqueue_s", "pg_cpu_s".
 // `seconds` runs from telling the (already started, connected) worker
 // processes to go until graphile_worker._private_jobs holds no job.
-import { fork } from "node:child_process";
+import { execFileSync, fork } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
@@ -44,8 +47,36 @@ function pgConfig(dsn, max) {
   return config;
 }
 
+// CPU seconds the PostgreSQL server's processes used so far: the postmaster's
+// own and its ended children's (utime, stime, cutime, cstime), and those of
+// its children alive now (as bench/e2e's pg_ticks). Null without --pg-pid.
+let ticksPerSecond = 0;
+function pgCpuSeconds() {
+  const pm = args["pg-pid"];
+  if (!pm) return null;
+  if (!ticksPerSecond) ticksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"]).toString());
+  const fields = (pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      return stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number);
+    } catch {
+      return null;  // a child that ended meanwhile: its time is in the postmaster's cutime
+    }
+  };
+  const own = fields(pm);
+  if (!own) throw new Error(`--pg-pid ${pm}: no such process`);
+  let ticks = own[11] + own[12] + own[13] + own[14];
+  const children = readFileSync(`/proc/${pm}/task/${pm}/children`, "utf8").trim();
+  for (const child of children ? children.split(" ") : []) {
+    const f = fields(child);
+    if (f) ticks += f[11] + f[12];
+  }
+  return ticks / ticksPerSecond;
+}
+
 function parseArgs(argv) {
-  const out = { db: "", jobs: 100000, workers: 4, concurrency: 24, timeout: 900, role: "main" };
+  const out = { db: "", jobs: 100000, workers: 4, concurrency: 24, timeout: 900, role: "main",
+                "pg-pid": 0 };
   for (let i = 0; i < argv.length; i++) {
     const key = argv[i].replace(/^--/, "");
     if (key === "worker") { out.role = "worker"; continue; }
@@ -92,12 +123,14 @@ async function main() {
   if (before > 0) throw new Error(`graphile_worker already holds ${before} jobs; use an empty database`);
 
   // Jobs go in before the clock starts, with one statement (as perfTest does).
+  const cpuStart = pgCpuSeconds();
   let t = performance.now();
   await pool.query(
     `select graphile_worker.add_jobs(array(
        select row('noop', json_build_object('id', i), null, null, null, null, null, null)::graphile_worker.job_spec
          from generate_series(1, $1::int) i))`, [args.jobs]);
   const enqueueSeconds = (performance.now() - t) / 1000;
+  const cpuEnqueued = pgCpuSeconds();
 
   for (let i = 0; i < args.workers; i++) {
     const child = fork(self, [...process.argv.slice(2), "--worker"]);
@@ -113,6 +146,7 @@ async function main() {
   });
   await Promise.race([Promise.all(children.map((c) => c.ready)), crashed]);
 
+  const cpuGo = pgCpuSeconds();
   t = performance.now();
   for (const child of children) child.send("go");
   const deadline = t + args.timeout * 1000;
@@ -123,6 +157,7 @@ async function main() {
     await Promise.race([new Promise((resolve) => setTimeout(resolve, 20)), crashed]);
   }
   const seconds = (performance.now() - t) / 1000;
+  const cpuDone = pgCpuSeconds();
   stopping = true;
   for (const child of children) child.send("stop");
   const codes = await Promise.all(children.map((c) => c.done));
@@ -133,7 +168,12 @@ async function main() {
 
   const pkg = new URL("./node_modules/graphile-worker/package.json", import.meta.url);
   const version = JSON.parse(readFileSync(pkg, "utf8")).version;
-  console.log(JSON.stringify({ version, jobs: args.jobs, seconds, enqueue_seconds: enqueueSeconds }));
+  const result = { version, jobs: args.jobs, seconds, enqueue_seconds: enqueueSeconds };
+  if (cpuStart !== null) {
+    result.pg_cpu_enqueue_s = cpuEnqueued - cpuStart;
+    result.pg_cpu_s = cpuDone - cpuGo;
+  }
+  console.log(JSON.stringify(result));
 }
 
 (args.role === "worker" ? worker() : main()).catch((e) => {
