@@ -58,12 +58,19 @@ declare
   v_had text;
 begin
   perform pgfleet.require_host(p_host);
-  -- One statement: the row as it was (was) gives the condition replaced.
+  -- Most heartbeats leave the condition as it was: one row by its key.
   update pgfleet.host_heartbeats hb
-     set last_seen = now(), running_jobs = p_running, condition = nullif(p_condition, '')
-    from pgfleet.host_heartbeats was
-   where hb.host_id = p_host and hb.generation = p_generation and was.host_id = hb.host_id
-  returning was.condition into v_had;
+     set last_seen = now(), running_jobs = p_running
+   where hb.host_id = p_host and hb.generation = p_generation
+     and hb.condition is not distinct from nullif(p_condition, '');
+  if not found then
+    -- A condition that changes: the row as it was (was) gives the one replaced.
+    update pgfleet.host_heartbeats hb
+       set last_seen = now(), running_jobs = p_running, condition = nullif(p_condition, '')
+      from pgfleet.host_heartbeats was
+     where hb.host_id = p_host and hb.generation = p_generation and was.host_id = hb.host_id
+    returning was.condition into v_had;
+  end if;
   -- Live usage (hostd --usage-interval), when this heartbeat carries it: what
   -- the host runs now replaces what it ran at its previous reading.
   if found and p_usage is not null then

@@ -370,6 +370,45 @@ TEST(JobsTrigger, BadFormationNameIsRejectedAndCreatesNoJob) {
   EXPECT_EQ(db.Count("select count(*) from pgfleet.formations"), formations);
 }
 
+// A heartbeat records the host's condition: set, kept (the common case, a
+// one-row update), changed, cleared; clearing it gives capacity back, so a
+// sleeping scheduler is woken.
+TEST(Heartbeat, AConditionIsSetKeptChangedAndClearedAndTheClearWakesSleepingSchedulers) {
+  TestDatabase db;
+  const std::string gen = db.Scalar(
+      "select pgfleet.register_host('h1', 'http://127.0.0.1:1', 1000, 1000, '{}', 'sim', null)");
+  auto beat = [&](const std::string& condition) {
+    db.Scalar("select state from pgfleet.heartbeat('h1', " + gen + ", 0, " + condition + ")");
+    return db.Scalar(
+        "select coalesce(condition, '(none)') || ' ' || running_jobs "
+        "from pgfleet.host_heartbeats where host_id = 'h1'");
+  };
+  auto listener = db.Connect();
+  Collector collector(*listener, model::kWorkChannel);
+  ASSERT_TRUE(TryIdleLock(*listener));
+
+  EXPECT_EQ(beat("null"), "(none) 0");
+  EXPECT_EQ(beat("'disk pressure: 97% full'"), "disk pressure: 97% full 0");
+  const std::string seen = db.Scalar("select last_seen from pgfleet.host_heartbeats");
+  EXPECT_EQ(beat("'disk pressure: 97% full'"), "disk pressure: 97% full 0");
+  EXPECT_NE(db.Scalar("select last_seen from pgfleet.host_heartbeats"), seen);
+  EXPECT_EQ(beat("'disk pressure: 98% full'"), "disk pressure: 98% full 0");
+  CollectFor(*listener, std::chrono::milliseconds(300));
+  EXPECT_TRUE(collector.payloads.empty());  // no capacity came back yet
+  EXPECT_EQ(beat("''"), "(none) 0");
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_EQ(collector.payloads, std::vector<std::string>{"*"});
+  collector.payloads.clear();
+  EXPECT_EQ(beat("null"), "(none) 0");
+  CollectFor(*listener, std::chrono::milliseconds(300));
+  EXPECT_TRUE(collector.payloads.empty());
+  // An older generation's heartbeat changes nothing.
+  db.Scalar("select state from pgfleet.heartbeat('h1', " + gen + " - 1, 5, 'disk pressure')");
+  EXPECT_EQ(db.Scalar("select coalesce(condition, '(none)') || ' ' || running_jobs "
+                      "from pgfleet.host_heartbeats where host_id = 'h1'"),
+            "(none) 0");
+}
+
 // The insert trigger checks a one-row statement in PL/pgSQL expressions and
 // a statement of many rows a rule at a time (sql/020_triggers.sql): the same
 // row must be refused with the same message either way, and a good one
