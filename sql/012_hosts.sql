@@ -56,6 +56,7 @@ language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 #variable_conflict use_column
 declare
   v_had text;
+  v_live boolean;
 begin
   perform pgfleet.require_host(p_host);
   -- Most heartbeats leave the condition as it was: one row by its key.
@@ -87,18 +88,27 @@ begin
   -- the first 64 bits of md5("id/attempt/uid"), as a signed number in text
   -- ("0" for none); hostd computes the same over the attempts it runs
   -- (Agent::ViewDiffers). Order-free, so no sort: one scan of the
-  -- live-by-host index, in this statement (a SQL function with an aggregate
-  -- is planned anew on every call).
-  return query
-    select h.state::text, h.generation, coalesce(l.digest, 0)::text, coalesce(l.stops, 0)
-      from pgfleet.hosts h
-      left join lateral (
-        select bit_xor(('x' || left(md5(j.id || '/' || j.attempt || '/' || coalesce(j.uid::text, '')),
-                                    16))::bit(64)::bigint) as digest,
-               (count(*) filter (where j.desired_state = 'stop'))::integer as stops
-          from pgfleet.jobs j
-         where j.host_id = p_host and j.state in ('assigned', 'running')) l on true
-     where h.id = p_host;
+  -- live-by-host index. Only a host with an allocation has live attempts
+  -- (allocations are their sum: pgfleet.allocation_drift), so a host at rest
+  -- costs its row alone: a quarter less than joining the jobs every time
+  -- (docs/benchmarks.md).
+  select h.state::text, h.generation, h.cpu_allocated > 0 or h.memory_allocated > 0
+    into state, generation, v_live
+    from pgfleet.hosts h where h.id = p_host;
+  if not found then
+    return;
+  end if;
+  live_digest := '0';
+  stops := 0;
+  if v_live then
+    select coalesce(bit_xor(('x' || left(md5(j.id || '/' || j.attempt || '/' || coalesce(j.uid::text, '')),
+                                          16))::bit(64)::bigint), 0)::text,
+           (count(*) filter (where j.desired_state = 'stop'))::integer
+      into live_digest, stops
+      from pgfleet.jobs j
+     where j.host_id = p_host and j.state in ('assigned', 'running');
+  end if;
+  return next;
 end $$;
 comment on function pgfleet.heartbeat(text, bigint, integer, text, jsonb) is
   'Records a heartbeat from the host''s current generation, with its condition (null or empty: it takes new work) and, every --usage-interval, the live usage of its running attempts (pgfleet.record_usage); returns the host''s state and generation as the database sees them, a digest of its live attempts (XOR of the first 64 bits of md5("id/attempt/uid")) and how many of them are asked to stop.';

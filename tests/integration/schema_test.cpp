@@ -409,6 +409,50 @@ TEST(Heartbeat, AConditionIsSetKeptChangedAndClearedAndTheClearWakesSleepingSche
             "(none) 0");
 }
 
+// What a heartbeat answers of the host's live attempts: the digest hostd
+// compares with its own (XOR of the first 64 bits of md5("id/attempt/uid"))
+// and how many are asked to stop; "0" and 0 for a host that runs nothing.
+TEST(Heartbeat, AnswersTheDigestOfTheHostsLiveAttemptsAndHowManyToStop) {
+  TestDatabase db;
+  const std::string gen = db.Scalar(
+      "select pgfleet.register_host('h1', 'http://127.0.0.1:1', 1000, 1000, '{}', 'sim', null)");
+  auto beat = [&] {
+    return db.Scalar("select live_digest || ' ' || stops from pgfleet.heartbeat('h1', " + gen +
+                     ", 0)");
+  };
+  const std::string digest_of_live =
+      "select coalesce(bit_xor(('x' || left(md5(id || '/' || attempt || '/' || uid::text), "
+      "16))::bit(64)::bigint), 0)::text from pgfleet.jobs where state in ('assigned', 'running')";
+  EXPECT_EQ(beat(), "0 0");
+  db.Scalar(
+      "insert into pgfleet.jobs (command, cpu, memory) select array['true'], 100, 64 "
+      "from generate_series(1, 3)");
+  ASSERT_EQ(db.Count("select count(*) from pgfleet.assign_jobs((select jsonb_agg("
+                     "jsonb_build_object('job', id, 'host', 'h1')) from pgfleet.jobs))"),
+            3);
+  const std::string three = db.Scalar(digest_of_live);
+  EXPECT_NE(three, "0");
+  EXPECT_EQ(beat(), three + " 0");
+  // One asked to stop.
+  db.Scalar("select pgfleet.cancel((select min(id) from pgfleet.jobs))");
+  EXPECT_EQ(beat(), three + " 1");
+  // One ended: the digest is the other two's.
+  db.Scalar("select count(*) from pgfleet.report_jobs('h1', " + gen +
+            ", (select jsonb_build_array(jsonb_build_object('job', max(id), 'attempt', 1, "
+            "'kind', 'exited', 'exit_code', 0)) from pgfleet.jobs))");
+  const std::string two = db.Scalar(digest_of_live);
+  EXPECT_NE(two, three);
+  EXPECT_EQ(beat(), two + " 1");
+  // All ended: nothing live, nothing allocated.
+  db.Scalar("select count(*) from pgfleet.report_jobs('h1', " + gen +
+            ", (select jsonb_agg(jsonb_build_object('job', id, 'attempt', 1, 'kind', 'exited', "
+            "'exit_code', 0)) from pgfleet.jobs where state = 'assigned'))");
+  EXPECT_EQ(db.Scalar("select cpu_allocated || ' ' || memory_allocated from pgfleet.hosts"), "0 0");
+  EXPECT_EQ(beat(), "0 0");
+  // An unknown host's heartbeat answers no row.
+  EXPECT_EQ(db.Scalar("select count(*) from pgfleet.heartbeat('nobody', 1, 0)"), "0");
+}
+
 // The insert trigger checks a one-row statement in PL/pgSQL expressions and
 // a statement of many rows a rule at a time (sql/020_triggers.sql): the same
 // row must be refused with the same message either way, and a good one
