@@ -203,6 +203,29 @@ TEST(Migrate, ADatabaseWithHostsTakesTheHostDomains) {
       << "changed nothing";
 }
 
+// is_admin knows the schema's owner as the last migrate found it
+// (pgfleet.schema_owner), not by a catalog query per call: a new owner is an
+// admin once migrate runs again, and a renamed one stays one.
+TEST(Migrate, TheSchemasNewOwnerIsAnAdminOnceMigrateRunsAgain) {
+  TestDatabase db;
+  const std::string login = db.CreateLogin("owner2", {});
+  auto is_admin = [&] { return db.Scalar("select pgfleet.is_admin('" + login + "')::text"); };
+  EXPECT_EQ(is_admin(), "false");
+  db.Scalar("alter schema pgfleet owner to " + login);
+  EXPECT_EQ(is_admin(), "false");  // until migrate runs
+  auto conn = db.Connect();
+  db::Migrate(*conn);
+  EXPECT_EQ(is_admin(), "true");
+  EXPECT_EQ(db.Scalar("select pgfleet.schema_owner()::regrole::text"), login);
+  db.Scalar("alter role " + login + " rename to " + login + "_x");
+  EXPECT_EQ(db.Scalar("select pgfleet.is_admin('" + login + "_x')::text"), "true");
+  db.Scalar("alter role " + login + "_x rename to " + login);
+  // Superusers are admins whoever owns the schema; other roles are not.
+  EXPECT_EQ(db.Scalar("select pgfleet.is_admin('postgres')::text"), "true");
+  EXPECT_EQ(db.Scalar("select pgfleet.is_admin('pgfleet_host')::text"), "false");
+  db.Scalar("alter schema pgfleet owner to current_user");
+}
+
 TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
 
 TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }
