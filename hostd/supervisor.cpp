@@ -193,10 +193,8 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
     rec->kill_reason = fence_reason_;
     rec->pending_stop = 2;
   }
-  // The running report first: waiting for the end starts a thread, and the
-  // report need not wait for it (mu_ is held, so no end is emitted before it).
-  Running(rec);
   runner_->Await(job_id, attempt, [this, rec](attempt::Outcome o) { Finish(rec, o); });
+  Running(rec);
   return StartResult::kStarted;
 }
 
