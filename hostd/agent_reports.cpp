@@ -23,7 +23,10 @@ bool Agent::Flush(pqxx::connection& conn) {
       queue_.pop_front();
     }
   }
-  if (batch.empty()) return false;
+  if (batch.empty()) {
+    WakeSchedulersIfFreed(conn);  // one that failed before
+    return false;
+  }
   size_t settled = 0;  // reports applied or set aside, in order
   try {
     Deliver(conn, batch, 0, batch.size(), &settled);
@@ -33,7 +36,15 @@ bool Agent::Flush(pqxx::connection& conn) {
     for (size_t i = batch.size(); i > settled; --i) queue_.push_front(std::move(batch[i - 1]));
     throw;
   }
+  WakeSchedulersIfFreed(conn);
   return true;
+}
+
+void Agent::WakeSchedulersIfFreed(pqxx::connection& conn) {
+  if (!wake_schedulers_) return;
+  pqxx::nontransaction tx(conn);
+  store::WakeSchedulers(tx);
+  wake_schedulers_ = false;
 }
 
 namespace {
@@ -77,6 +88,7 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
 void Agent::NoteResults(const std::vector<store::ReportResult>& results) {
   for (const auto& r : results) {
     std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
+    if (r.accepted && r.kind && *r.kind != model::ReportKind::kRunning) wake_schedulers_ = true;
     // Settled either way: a restarted hostd must not report it again.
     if (r.kind && *r.kind != model::ReportKind::kRunning) {
       supervisor_->MarkReported(r.job, r.attempt, r.uid, r.accepted);
@@ -122,6 +134,7 @@ void Agent::RetryQuarantined(pqxx::connection& conn) {
     }
   }
   quarantine_ = std::move(still);
+  WakeSchedulersIfFreed(conn);
 }
 
 }  // namespace pgfleet::hostd

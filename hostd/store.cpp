@@ -25,9 +25,14 @@ constexpr db::Statement kHeartbeat{"hostd_heartbeat",
                                    "       live_digest, stops"
                                    "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
 
+// Without the function's own wake: hostd wakes the schedulers after the
+// commit (WakeSchedulers), so that its report commits hold no NOTIFY lock.
 constexpr db::Statement kReportJobs{
     "hostd_report_jobs",
-    "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb)"};
+    "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb, false)"};
+
+constexpr db::Statement kWakeSchedulers{
+    "hostd_wake_schedulers", "select pgfleet.wake_schedulers(array[pgfleet.all_formations()])"};
 
 constexpr db::Statement kHostJobs{
     "hostd_host_jobs",
@@ -39,7 +44,8 @@ constexpr db::Statement kHostJobs{
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn,
-                 {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs, &kHostJobs});
+                 {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs,
+                  &kWakeSchedulers, &kHostJobs});
 }
 
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
@@ -81,6 +87,8 @@ std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::strin
   s.stops = rows[0]["stops"].as<int>();
   return s;
 }
+
+void WakeSchedulers(pqxx::transaction_base& tx) { db::Exec(tx, kWakeSchedulers); }
 
 std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
                                      int64_t generation,

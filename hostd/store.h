@@ -61,9 +61,16 @@ struct ReportResult {
   bool accepted = false;
   std::string uid;  // the uid the report named (the attempt's job as the host knew it)
 };
-// Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs.
+// Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs,
+// which wakes no scheduler: see WakeSchedulers.
 std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
                                      int64_t generation, const std::vector<model::Report>& reports);
+// pgfleet.wake_schedulers for every formation: after a report batch that
+// ended attempts (freeing their resources) has committed, in a transaction of
+// its own. A NOTIFY in the report's own transaction would hold PostgreSQL's
+// lock on the database's notification queue until that commit is flushed,
+// one reporting host at a time (docs/benchmarks.md).
+void WakeSchedulers(pqxx::transaction_base& tx);
 
 // One job the database says this host runs (assigned or running).
 struct HostJob {

@@ -6,6 +6,8 @@
 drop function if exists pgfleet.report_running(pgfleet.jobs, text, integer);
 drop function if exists pgfleet.report_exit(pgfleet.jobs, text, jsonb);
 drop function if exists pgfleet.report_lost(pgfleet.jobs, text, text);
+-- (Before p_wake; the same calls reach the new one through its default.)
+drop function if exists pgfleet.report_jobs(text, bigint, jsonb);
 
 create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal integer,
                                                   p_oom boolean, p_error text)
@@ -55,7 +57,13 @@ comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
 -- would be in a later batch. An attempt still assigned whose running report and
 -- exit arrive together (or whose running report was lost) goes straight to its
 -- end, with a running event and its end event.
-create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb)
+-- p_wake: whether this call wakes sleeping schedulers when it frees resources.
+-- hostd passes false and wakes them itself in a statement of its own once the
+-- batch has committed (pgfleet.wake_schedulers): a NOTIFY holds a lock on the
+-- database until its transaction's commit is flushed, so reports that each
+-- sent one committed one at a time on a durable server (docs/benchmarks.md).
+create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb,
+                                               p_wake boolean default true)
 returns table (job_id bigint, attempt integer, kind text, accepted boolean)
 language plpgsql security definer set search_path = pgfleet, pg_temp
 -- Generic plans: every statement below reaches jobs by primary key whatever
@@ -234,10 +242,10 @@ begin
   if exists (select 1 from pgfleet.job_waiters) then
     perform pgfleet.notify_waiters(v_changed);
   end if;
-  if v_freed then
+  if v_freed and p_wake then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
   return query select * from unnest(v_jobs, v_attempts, v_kinds, v_accepted);
 end $$;
-comment on function pgfleet.report_jobs(text, bigint, jsonb) is
-  'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss).';
+comment on function pgfleet.report_jobs(text, bigint, jsonb, boolean) is
+  'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; hostd passes false and calls pgfleet.wake_schedulers after the commit.';
