@@ -43,9 +43,8 @@ constexpr db::Statement kHostJobs{
 }  // namespace
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn,
-                 {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs,
-                  &kWakeSchedulers, &kHostJobs});
+  db::PrepareAll(conn, {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs,
+                        &kWakeSchedulers, &kHostJobs});
 }
 
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {

@@ -453,6 +453,37 @@ TEST(Heartbeat, AnswersTheDigestOfTheHostsLiveAttemptsAndHowManyToStop) {
   EXPECT_EQ(db.Scalar("select count(*) from pgfleet.heartbeat('nobody', 1, 0)"), "0");
 }
 
+// A report that frees resources wakes a sleeping scheduler by default; with
+// p_wake false (as hostd calls it, waking schedulers itself after the commit)
+// it sends no NOTIFY, so its commit holds no lock on the notification queue.
+TEST(ReportJobsWake, FreedResourcesNotifyUnlessTheCallerWakesSchedulersItself) {
+  TestDatabase db;
+  const std::string gen = db.Scalar(
+      "select pgfleet.register_host('h1', 'http://127.0.0.1:1', 1000, 1000, '{}', 'sim', null)");
+  db.Scalar(
+      "insert into pgfleet.jobs (command, cpu, memory) select array['true'], 100, 64 "
+      "from generate_series(1, 2)");
+  ASSERT_EQ(db.Count("select count(*) from pgfleet.assign_jobs((select jsonb_agg("
+                     "jsonb_build_object('job', id, 'host', 'h1')) from pgfleet.jobs))"),
+            2);
+  auto listener = db.Connect();
+  Collector collector(*listener, model::kWorkChannel);
+  ASSERT_TRUE(TryIdleLock(*listener));
+  auto exited = [&](const std::string& job, const std::string& wake) {
+    return db.Scalar("select string_agg(accepted::text, ',') from pgfleet.report_jobs('h1', " +
+                     gen + ", jsonb_build_array(jsonb_build_object('job', " + job +
+                     ", 'attempt', 1, 'kind', 'exited', 'exit_code', 0))" + wake + ")");
+  };
+  EXPECT_EQ(exited("(select min(id) from pgfleet.jobs)", ", false"), "true");
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_TRUE(collector.payloads.empty());
+  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "100");  // freed all the same
+  EXPECT_EQ(exited("(select max(id) from pgfleet.jobs)", ""), "true");
+  CollectFor(*listener, std::chrono::milliseconds(500));
+  EXPECT_EQ(collector.payloads, std::vector<std::string>{"*"});
+  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "0");
+}
+
 // The insert trigger checks a one-row statement in PL/pgSQL expressions and
 // a statement of many rows a rule at a time (sql/020_triggers.sql): the same
 // row must be refused with the same message either way, and a good one
