@@ -485,7 +485,7 @@ TEST(ReportJobsWake, FreedResourcesNotifyUnlessTheCallerWakesSchedulersItself) {
 }
 
 // The insert trigger checks a one-row statement in PL/pgSQL expressions and
-// a statement of many rows a rule at a time (sql/020_triggers.sql): the same
+// a statement of many rows a rule at a time (sql/016_job_insert.sql): the same
 // row must be refused with the same message either way, and a good one
 // accepted the same way.
 TEST(JobsTrigger, OneRowAndManyRowsAreHeldToTheSameRules) {
