@@ -289,5 +289,77 @@ TEST(ReportJobs, AReportNamingAnotherJobsUidIsRejectedEvenInTheSameBatch) {
   EXPECT_EQ(sql.Allocated("h1"), "100/10");
 }
 
+// A batch of running reports alone takes a statement of its own
+// (sql/014_reports.sql); among other reports, the general one. Both must come
+// to the same thing: two hosts get the same jobs in the same situations, one
+// the running reports alone, the other the same reports followed by one that
+// applies to nothing (so the batch is not running reports only).
+TEST(ReportJobs, RunningReportsAloneEndAsTheSameReportsAmongOthers) {
+  TestDatabase db;
+  Sql sql(db);
+  long long elsewhere = (sql.RegisterHost("h3", 1000, 1000), sql.Submit(10, 1));
+  ASSERT_EQ(sql.Assign({elsewhere}, "h3").size(), 1u);
+  long long never_assigned = sql.Submit(10, 1);
+  struct Outcome {
+    std::vector<Report> results;
+    std::string rows, events;
+  };
+  auto run = [&](const std::string& host, bool alone) {
+    long long gen = sql.RegisterHost(host, 1000, 1000);
+    // a: assigned, reported twice (the first pid counts); b: already running;
+    // c: reported with another attempt; d: with another job's uid; e: ended
+    // already; and jobs of no attempt here.
+    long long a = sql.Submit(10, 1), b = sql.Submit(10, 1), c = sql.Submit(10, 1);
+    long long d = sql.Submit(10, 1), e = sql.Submit(10, 1);
+    EXPECT_EQ(sql.Assign({a, b, c, d, e}, host).size(), 5u);
+    EXPECT_TRUE(sql.ReportOne(host, gen, Running(b, 1, 22)));
+    EXPECT_TRUE(sql.ReportOne(host, gen, Exited(e, 1, 0)));
+    json other_uid = Running(d, 1, 44);
+    other_uid["uid"] = "00000000-0000-4000-8000-000000000000";
+    json batch = json::array({Running(a, 1, 11), Running(b, 1, 23), Running(c, 2, 33), other_uid,
+                              Running(a, 1, 12), Running(e, 1, 55), Running(elsewhere, 1, 66),
+                              Running(never_assigned, 0, 77)});
+    json sent = batch;
+    if (!alone) sent.push_back(Exited(elsewhere, 1, 0));  // another host's job: refused
+    Outcome out;
+    out.results = sql.ReportJobs(host, gen, sent);
+    EXPECT_EQ(out.results.size(), sent.size());
+    out.results.resize(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      EXPECT_EQ(out.results[i].job, batch[i]["job"].get<long long>()) << i;
+      EXPECT_EQ(out.results[i].kind, "running") << i;
+    }
+    // Jobs by their place among the host's, so the two hosts' compare.
+    out.rows = sql.Str(
+        "select string_agg(state || ':' || coalesce(pid::text, '-') || ':' ||"
+        "                  (started_at is not null)::text, ' ' order by id)"
+        "  from pgfleet.jobs where id = any($1::bigint[])",
+        "{" + std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c) + "," +
+            std::to_string(d) + "," + std::to_string(e) + "}");
+    out.events = sql.Str(
+        "select string_agg(e.kind || coalesce(' ' || e.detail, ''), ',' order by e.job_id, e.id)"
+        "  from pgfleet.job_events e where e.host_id = $1",
+        host);
+    EXPECT_EQ(sql.State(elsewhere), "assigned");
+    EXPECT_EQ(sql.State(never_assigned), "pending");
+    return out;
+  };
+  Outcome alone = run("h1", true), among = run("h2", false);
+  const std::vector<bool> want = {true, true, false, false, true, false, false, false};
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("report " + std::to_string(i));
+    EXPECT_EQ(alone.results[i].accepted, want[i]);
+    EXPECT_EQ(among.results[i].accepted, want[i]);
+  }
+  EXPECT_EQ(alone.rows,
+            "running:11:true running:22:true assigned:-:false assigned:-:false succeeded:-:true");
+  EXPECT_EQ(among.rows, alone.rows);
+  EXPECT_EQ(alone.events,
+            "assigned,running pid 11,assigned,running pid 22,assigned,assigned,"
+            "assigned,running pid unknown,succeeded exit code 0");
+  EXPECT_EQ(among.events, alone.events);
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
 }  // namespace
 }  // namespace pgfleet::integration
