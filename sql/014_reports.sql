@@ -56,7 +56,9 @@ comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
 -- report that comes after its attempt's end in the batch is refused, as it
 -- would be in a later batch. An attempt still assigned whose running report and
 -- exit arrive together (or whose running report was lost) goes straight to its
--- end, with a running event and its end event.
+-- end, with a running event and its end event. A batch of running reports
+-- alone (jobs that started and run on) takes one statement instead, with the
+-- same outcome (tests/integration/report_jobs_test.cpp).
 -- p_wake: whether this call wakes sleeping schedulers when it frees resources.
 -- hostd passes false and wakes them itself in a statement of its own once the
 -- batch has committed (pgfleet.wake_schedulers): a NOTIFY holds a lock on the
