@@ -22,6 +22,17 @@ language sql immutable as $$
 $$;
 comment on function pgfleet.describe_exit(integer, integer, boolean, text) is 'An attempt''s outcome in words.';
 
+-- A report that names a uid (jobs.uid as its host knows the attempt) is about
+-- the job of that uid only, not another of the same id (a restored database);
+-- a report or a job without one goes by id and attempt. Inlined where used.
+create or replace function pgfleet.report_names_job(p_report_uid text, p_job_uid uuid)
+returns boolean
+language sql immutable parallel safe as $$
+  select p_report_uid is null or p_job_uid is null or p_job_uid::text = p_report_uid
+$$;
+comment on function pgfleet.report_names_job(text, uuid) is
+  'Whether a report naming uid p_report_uid (null: none) may apply to a job of uid p_job_uid (null: a job from before uids): unless both are known and differ.';
+
 -- The retry rule, in two parts, for an attempt of job j that ended (p_ok: it
 -- succeeded; p_service: j is a service replica).
 create or replace function pgfleet.failures_after_exit(j pgfleet.jobs, p_ok boolean, p_service boolean)
@@ -109,7 +120,8 @@ begin
     -- lock, windows and host update, at half its cost (docs/benchmarks.md).
     -- The update checks each attempt on the row as it is when written (a row
     -- changed meanwhile is checked again), so nothing needs locking first;
-    -- rows are taken in id order (the reports sorted by job), as above.
+    -- rows are taken in id order (the reports sorted by job), as the general
+    -- statement below takes them.
     with r as (
       select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
              (t.e ->> 'pid')::integer as pid, t.e ->> 'uid' as uid
@@ -126,7 +138,7 @@ begin
        -- other choice, are thousands)
        where j.id = any (array(select f2.job from first_run f2))
          and j.id = f.job and j.attempt = f.att and j.host_id = p_host and j.state = 'assigned'
-         and (f.uid is null or j.uid is null or j.uid::text = f.uid)
+         and pgfleet.report_names_job(f.uid, j.uid)
       returning j.id, j.attempt, j.pid
     ),
     events as (
@@ -143,7 +155,7 @@ begin
       left join started s on s.id = r.job and s.attempt = r.att
       left join lateral (
         select j.attempt = r.att and j.host_id = p_host and j.state = 'running'
-               and (r.uid is null or j.uid is null or j.uid::text = r.uid) as running
+               and pgfleet.report_names_job(r.uid, j.uid) as running
           from pgfleet.jobs j where j.id = r.job offset 0) c
         on true;
     if exists (select 1 from pgfleet.job_waiters) then
@@ -173,9 +185,7 @@ begin
   rl as (  -- each with the job as it is, and whether the report may apply to it
     select r.*, c.old, c.state as s0,
            coalesce(c.attempt = r.att and c.host_id = p_host and c.state in ('assigned', 'running')
-                    -- a report that names the job's uid is about that job only
-                    -- (not another of the same id in a restored database)
-                    and (r.e ->> 'uid' is null or c.uid is null or c.uid::text = r.e ->> 'uid'),
+                    and pgfleet.report_names_job(r.e ->> 'uid', c.uid),
                     false) as live
       from r
       left join lateral (
