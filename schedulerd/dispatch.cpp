@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -19,15 +20,66 @@ constexpr int kSenders = 16;
 // Keep-alive connections per origin (a real host, or one hollow-host
 // listener): hostd serves one connection per listener thread.
 constexpr int kConnectionsPerOrigin = 8;
+// Submissions delivered at once: a job placed while an earlier pass's batch
+// is still starting on its host goes out without waiting for that answer.
+constexpr int kDeliverers = 4;
+// Submissions that may wait for a delivery thread before Submit waits too:
+// the loop must not run far ahead of hosts that answer slowly.
+constexpr size_t kMaxWaiting = 64;
 
 }  // namespace
 
-Dispatcher::Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics,
-                       std::string who)
+Dispatcher::Dispatcher(std::string dsn, std::string token, int timeout_seconds,
+                       metrics::Registry& metrics, std::string who)
     : timeout_seconds_(timeout_seconds),
       metrics_(metrics),
       who_(std::move(who)),
-      pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}) {}
+      pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}),
+      record_conn_(std::move(dsn), "dispatch connection") {
+  record_conn_.SetOnConnect(store::PrepareDispatchOutcomes);
+  for (int i = 0; i < kDeliverers; ++i) deliverers_.emplace_back([this] { Deliverer(); });
+}
+
+Dispatcher::~Dispatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  submitted_.notify_all();
+  for (auto& t : deliverers_) t.join();
+}
+
+void Dispatcher::Submit(Targets targets) {
+  bool any = false;
+  for (const auto& [host, target] : targets) any = any || !target.jobs.empty();
+  if (!any) return;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    taken_.wait(lock, [this] { return waiting_.size() < kMaxWaiting; });
+    waiting_.push_back(std::move(targets));
+  }
+  submitted_.notify_one();
+}
+
+void Dispatcher::Deliverer() {
+  for (;;) {
+    Targets targets;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      submitted_.wait(lock, [this] { return closing_ || !waiting_.empty(); });
+      if (waiting_.empty()) return;  // closing, and everything delivered
+      targets = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    taken_.notify_one();
+    try {
+      Deliver(targets);
+    } catch (const std::exception& e) {  // e.g. no thread to be had: the jobs stay assigned
+      metrics_.Add("pgfleet_scheduler_errors_total", 1);
+      spdlog::error("{}: delivering a pass's assignments failed: {}", who_, e.what());
+    }
+  }
+}
 
 std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTarget& target,
                                         int64_t now, size_t max_bytes, std::vector<size_t>* first) {
@@ -119,9 +171,8 @@ void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
   std::vector<store::DispatchedJob> jobs;
   jobs.reserve(target.jobs.size());
   for (const auto& d : target.jobs) jobs.push_back({d.job_id, d.attempt});
-  pqxx::work tx(conn);
+  pqxx::nontransaction tx(conn);  // one statement (a function): atomic on its own
   int n = store::DispatchFailed(tx, host, jobs, error);
-  tx.commit();
   spdlog::warn("host={} dispatch failed, {} jobs back to pending, host suspended: {}", host, n,
                error);
 }
@@ -129,26 +180,32 @@ void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
 void Dispatcher::RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,
                                   const std::string& error) {
   metrics_.Add("pgfleet_scheduler_dispatches_unanswered_total", 1);
-  pqxx::work tx(conn);
+  pqxx::nontransaction tx(conn);
   store::DispatchUnanswered(tx, host);
-  tx.commit();
   spdlog::warn(
       "host={} dispatch unanswered, {} jobs left assigned (hostd's reconcile starts any it did not "
       "get), host suspended: {}",
       host, jobs, error);
 }
 
-void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
-  std::vector<std::pair<const std::string*, const HostTarget*>> todo;
+void Dispatcher::Deliver(const Targets& targets) {
+  std::vector<const std::string*> hosts;
+  std::vector<const HostTarget*> todo;
   for (const auto& [host, target] : targets) {
-    if (!target.jobs.empty()) todo.emplace_back(&host, &target);
+    if (target.jobs.empty()) continue;
+    hosts.push_back(&host);
+    todo.push_back(&target);
   }
-  if (todo.empty()) return;
   std::vector<std::vector<Delivery>> outcomes(todo.size());  // per host, per job
   std::atomic<size_t> next{0};
   auto sender = [&] {
-    for (size_t i = next++; i < todo.size(); i = next++)
-      outcomes[i] = Send(*todo[i].first, *todo[i].second);
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      try {
+        outcomes[i] = Send(*hosts[i], *todo[i]);
+      } catch (const std::exception& e) {  // unforeseen: maybe sent, so not requeued
+        outcomes[i].assign(todo[i]->jobs.size(), {Delivery::Kind::kUnanswered, e.what()});
+      }
+    }
   };
   std::vector<std::thread> threads;
   int n = std::min<int>(kSenders, static_cast<int>(todo.size()));
@@ -156,20 +213,56 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
   sender();  // this thread is one of the senders
   for (auto& t : threads) t.join();
 
-  // Every host was answered or gave up: only now does the database wait on us.
-  db::Deadline deadline(conn, kDbDeadline, who_);
-  std::vector<std::string> delivered;
+  // Every host was answered or gave up: only now does the database wait on
+  // us, and only for what changes a row (a host that did not take its batch,
+  // or took it after failing before). The connection is opened when first
+  // needed.
+  bool to_record = false;
   for (size_t i = 0; i < todo.size(); ++i) {
+    bool taken = std::all_of(outcomes[i].begin(), outcomes[i].end(),
+                             [](const Delivery& d) { return d.kind == Delivery::Kind::kTaken; });
+    if (taken) metrics_.Add("pgfleet_scheduler_dispatches_total", 1);
+    to_record = to_record || !taken || todo[i]->suspensions != 0;
+  }
+  if (!to_record) return;
+  std::lock_guard<std::mutex> lock(record_mu_);
+  pqxx::connection* conn = record_conn_.Get();
+  if (!conn) {
+    // Jobs that were not taken stay assigned: hostd's reconcile starts them,
+    // or the host is swept as lost and they go back to pending.
+    metrics_.Add("pgfleet_scheduler_errors_total", 1);
+    spdlog::error("{}: database unreachable, outcomes of dispatches to {} hosts not recorded", who_,
+                  todo.size());
+    return;
+  }
+  try {
+    Record(*conn, hosts, todo, outcomes);
+  } catch (const pqxx::broken_connection& e) {
+    record_conn_.MarkBroken(e.what());
+    metrics_.Add("pgfleet_scheduler_errors_total", 1);
+  } catch (const std::exception& e) {
+    metrics_.Add("pgfleet_scheduler_errors_total", 1);
+    spdlog::error("{}: recording dispatch outcomes failed: {}", who_, e.what());
+    if (!conn->is_open()) record_conn_.MarkBroken(e.what());
+  }
+}
+
+void Dispatcher::Record(pqxx::connection& conn, const std::vector<const std::string*>& hosts,
+                        const std::vector<const HostTarget*>& targets,
+                        const std::vector<std::vector<Delivery>>& outcomes) {
+  db::Deadline deadline(conn, kDbDeadline, who_ + " dispatch connection");
+  std::vector<std::string> recovered;  // took their batch after failing before
+  for (size_t i = 0; i < targets.size(); ++i) {
     deadline.Renew();
     // Jobs whose body was refused or never sent go back; jobs whose body
     // went unanswered stay assigned; the rest were delivered.
-    HostTarget failed{todo[i].second->api_url, "", {}};
+    HostTarget failed{targets[i]->api_url, "", 0, {}};
     std::string error, unanswered_error;
     size_t unanswered = 0;
     for (size_t k = 0; k < outcomes[i].size(); ++k) {
       const Delivery& d = outcomes[i][k];
       if (d.kind == Delivery::Kind::kFailed) {
-        failed.jobs.push_back(todo[i].second->jobs[k]);
+        failed.jobs.push_back(targets[i]->jobs[k]);
         error = d.error;
       } else if (d.kind == Delivery::Kind::kUnanswered) {
         ++unanswered;
@@ -177,28 +270,25 @@ void Dispatcher::DispatchAll(pqxx::connection& conn, const Targets& targets) {
       }
     }
     if (!failed.jobs.empty()) {
-      RecordFailure(conn, *todo[i].first, failed, error);  // suspends the host too
+      RecordFailure(conn, *hosts[i], failed, error);  // suspends the host too
     } else if (unanswered > 0) {
-      RecordUnanswered(conn, *todo[i].first, unanswered, unanswered_error);
-    } else {
-      delivered.push_back(*todo[i].first);
+      RecordUnanswered(conn, *hosts[i], unanswered, unanswered_error);
+    } else if (targets[i]->suspensions != 0) {
+      recovered.push_back(*hosts[i]);
     }
   }
-  if (!delivered.empty()) {
-    metrics_.Add("pgfleet_scheduler_dispatches_total", static_cast<double>(delivered.size()));
-    pqxx::work tx(conn);
-    store::DispatchSucceeded(tx, delivered);
-    tx.commit();
+  if (!recovered.empty()) {
+    pqxx::nontransaction tx(conn);  // one statement: no BEGIN and COMMIT round trips
+    store::DispatchSucceeded(tx, recovered);
   }
 }
 
 void Dispatcher::ForwardStops(pqxx::connection& conn) {
   std::vector<store::StopToForward> stops;
   {
-    db::Deadline deadline(conn, kDbDeadline, who_);
-    pqxx::work tx(conn);
+    db::Deadline deadline(conn, kDbDeadline, who_ + " work connection");
+    pqxx::nontransaction tx(conn);  // one statement: no BEGIN and COMMIT round trips
     stops = store::StopsToForward(tx);
-    tx.commit();
   }
   for (const auto& s : stops) {
     std::string path =

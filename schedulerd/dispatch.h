@@ -11,8 +11,16 @@
 // it would run those jobs twice, on two hosts, as two attempts. They stay
 // assigned, hostd's reconcile starts any that did not arrive, and the host is
 // suspended (pgfleet.dispatch_unanswered). A failed stop is only logged, since
-// hostd's reconcile stops the job anyway. Called by the scheduler loop, on its work connection,
-// outside any formation transaction.
+// hostd's reconcile stops the job anyway.
+//
+// Who waits for whom: the scheduler loop hands each pass's committed
+// assignments over (Submit) and goes on to its next pass at once; a host
+// takes about a millisecond to answer (it starts the jobs first), and a job
+// inserted meanwhile must not wait for that answer to be placed. Delivery
+// threads (kDeliverers) send them, and record the outcomes on the
+// dispatcher's own database connection. Everything submitted is delivered
+// before the dispatcher is destroyed. Stops are forwarded by the loop, on its
+// work connection, outside any formation transaction (ForwardStops).
 //
 // How it is sent: a fixed number of sender threads (kSenders) work through
 // the hosts of a pass, over keep-alive connections kept between passes
@@ -20,13 +28,18 @@
 // 1,000 TCP handshakes.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/db/connection.h"
 #include "core/db/deadline.h"
 #include "core/metrics/metrics.h"
 #include "core/net/client_pool.h"
@@ -46,6 +59,9 @@ struct Dispatch {
 struct HostTarget {
   std::string api_url;
   std::string ticket_key;  // the host's (pgfleet.host_keys): each job's ticket is signed with it
+  // hosts.suspensions as the pass saw it: a host that takes its batch has it
+  // reset (pgfleet.dispatch_succeeded) only when it was not 0.
+  int suspensions = 0;
   std::vector<Dispatch> jobs;
 };
 
@@ -86,31 +102,62 @@ inline constexpr std::chrono::milliseconds kDbDeadline{10000};
 
 class Dispatcher {
  public:
-  // token: the cluster token for hostd's API; timeout_seconds: per request,
-  // stretched for big batches. metrics must outlive the dispatcher. Each
-  // transaction recording outcomes must be answered within kDbDeadline
-  // (core/db/deadline.h; who names the connection in its log line).
-  Dispatcher(std::string token, int timeout_seconds, metrics::Registry& metrics, std::string who);
+  // dsn: the database, for the connection outcomes are recorded on (its
+  // statements prepared by store::Prepare); token: the cluster token for
+  // hostd's API; timeout_seconds: per request, stretched for big batches.
+  // metrics must outlive the dispatcher. Each statement recording outcomes
+  // must be answered within kDbDeadline (core/db/deadline.h; who, e.g.
+  // "scheduler=s1", names the connections in log lines).
+  Dispatcher(std::string dsn, std::string token, int timeout_seconds, metrics::Registry& metrics,
+             std::string who);
+  // Delivers everything submitted (each request bounded by its timeout), then
+  // stops the delivery threads.
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
 
-  // Sends each host its batch, then records the outcomes: one statement for
-  // every host that took its batch, one transaction per host that did not.
-  void DispatchAll(pqxx::connection& conn, const Targets& targets);
-  // Asks hosts to stop the jobs whose desired state is stop.
+  // Hands over committed assignments: a delivery thread sends each host its
+  // batch, then records the outcomes (one statement per host that did not
+  // take its batch; one for those that took it after failing before, which
+  // resets their backoff). Returns at once, unless
+  // kMaxWaiting submissions are already waiting for a delivery thread.
+  void Submit(Targets targets);
+  // Asks hosts to stop the jobs whose desired state is stop (one statement
+  // on conn, then one request per job).
   void ForwardStops(pqxx::connection& conn);
 
  private:
+  // Sends every host its batch and records the outcomes (errors recording
+  // them are logged, not thrown).
+  void Deliver(const Targets& targets);
   // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns
   // how each job's body went.
   std::vector<Delivery> Send(const std::string& host_id, const HostTarget& target);
+  // Records the outcomes of one submission on record_conn_ (record_mu_ held).
+  void Record(pqxx::connection& conn, const std::vector<const std::string*>& hosts,
+              const std::vector<const HostTarget*>& targets,
+              const std::vector<std::vector<Delivery>>& outcomes);
   void RecordFailure(pqxx::connection& conn, const std::string& host, const HostTarget& target,
                      const std::string& error);
   void RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,
                         const std::string& error);
+  // A delivery thread: takes submissions until closing_ and none is left.
+  void Deliverer();
 
   int timeout_seconds_;
   metrics::Registry& metrics_;
   std::string who_;
   net::ClientPool pool_;
+
+  std::mutex record_mu_;
+  db::ReconnectingConnection record_conn_;  // guarded by record_mu_
+
+  std::mutex mu_;
+  std::condition_variable submitted_;  // a submission waits, or closing_
+  std::condition_variable taken_;      // a submission was taken
+  std::deque<Targets> waiting_;        // guarded by mu_
+  bool closing_ = false;               // guarded by mu_
+  std::vector<std::thread> deliverers_;
 };
 
 }  // namespace pgfleet::schedulerd

@@ -40,7 +40,7 @@ FormationPass::Placed FormationPass::Place(
         round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx, &host_configs_);
     std::vector<placement::HostView> hosts;
     for (auto& h : snapshot) {
-      reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, {}};
+      reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, h.suspensions, {}};
       hosts.push_back(std::move(h.view));
     }
     auto plan = placement::PlanPlacements(todo, std::move(hosts));
@@ -54,6 +54,7 @@ FormationPass::Placed FormationPass::Place(
       auto& target = out.planned[a.host_id];
       target.api_url = reach[a.host_id].api_url;
       target.ticket_key = reach[a.host_id].ticket_key;
+      target.suspensions = reach[a.host_id].suspensions;
       target.jobs.push_back(Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec,
                                      specs[a.job_id]->uid, requests[a.job_id]->privileged});
       out.reasons.erase(a.job_id);
@@ -106,6 +107,7 @@ FormationPassResult FormationPass::Work(
     auto& dest = (*out)[host];
     dest.api_url = target.api_url;
     dest.ticket_key = target.ticket_key;
+    dest.suspensions = target.suspensions;
     for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
   }
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));

@@ -52,8 +52,8 @@ Scheduler::Scheduler(Config config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       formation_pass_(config_.batch_size, metrics),
-      dispatcher_(config_.token, config_.dispatch_timeout_seconds, metrics,
-                  "scheduler=" + config_.id + " work connection"),
+      dispatcher_(config_.dsn, config_.token, config_.dispatch_timeout_seconds, metrics,
+                  "scheduler=" + config_.id),
       maintenance_({config_.id, config_.host_ttl_seconds, config_.retain, config_.metrics_url},
                    metrics),
       listen_conn_(config_.dsn, "listen connection"),
@@ -212,8 +212,9 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
       }
     }
   }
-  // Dispatching waits on hosts, not on the database: the dispatcher arms its own.
-  dispatcher_.DispatchAll(conn, targets);
+  // Delivered by the dispatcher's threads: the next pass does not wait for
+  // hosts to answer (they start the jobs first).
+  dispatcher_.Submit(std::move(targets));
   dispatcher_.ForwardStops(conn);
   return assigned;
 }

@@ -5,11 +5,13 @@
 //   NOTIFY / timer -> dirty formations -> store::FormationsToWork (skipped
 //     when one formation is named: it goes straight to its pass)
 //     -> FormationPass per formation (one transaction each, formation_pass.h)
-//     -> Dispatcher: assignments, then stop requests (dispatch.h)
+//     -> Dispatcher: assignments handed to its threads, stop requests sent
+//        (dispatch.h)
 //   and on their own clocks: Maintenance (heartbeat, lost hosts, pruning).
 //
 // What must hold: the loop owns two connections — one that LISTENs, one that
-// works (its statements prepared by store::Prepare on every reconnect). A lost
+// works (its statements prepared by store::Prepare on every reconnect); the
+// dispatcher has a third, for the outcomes of its deliveries. A lost
 // connection or NOTIFY only delays work: after a reconnect, and on every tick,
 // every formation is looked at again. Only main() creates a Scheduler; Run
 // blocks its thread.

@@ -54,7 +54,7 @@ constexpr db::Statement kClaimPending{
 constexpr db::Statement kLoadHostSnapshot{
     "schedulerd_load_host_snapshot",
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.config_version,"
-    "       coalesce(hb.condition, '') as condition"
+    "       h.suspensions, coalesce(hb.condition, '') as condition"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
     " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
     // host_ttl() once (an init plan), not once per host row: 15 ms a call at
@@ -150,6 +150,10 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 }
 
 }  // namespace
+
+void PrepareDispatchOutcomes(pqxx::connection& conn) {
+  db::PrepareAll(conn, {&kDispatchSucceeded, &kDispatchFailed, &kDispatchUnanswered});
+}
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kFormationsToWork,
@@ -258,6 +262,7 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
     h.view.condition = r["condition"].as<std::string>();
     h.api_url = it->second.api_url;
     h.ticket_key = it->second.ticket_key;
+    h.suspensions = r["suspensions"].as<int>();
     out.push_back(std::move(h));
     seen.insert(configs->extract(it));
   }

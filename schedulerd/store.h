@@ -30,6 +30,9 @@ namespace pgfleet::schedulerd::store {
 
 // Prepares every statement below on conn.
 void Prepare(pqxx::connection& conn);
+// Prepares only the statements that record a dispatch's outcome (the "after
+// commit" ones below but StopsToForward), for the dispatcher's own connection.
+void PrepareDispatchOutcomes(pqxx::connection& conn);
 
 // --- the formation pass ---------------------------------------------------
 
@@ -71,6 +74,7 @@ struct SnapshotHost {
   placement::HostView view;
   std::string api_url;
   std::string ticket_key;  // pgfleet.host_keys, hex ("" if the host registered none)
+  int suspensions = 0;     // hosts.suspensions: failed dispatches since its last success
 };
 // What a scheduler keeps of a host between passes, read again only when the
 // host's config_version moves (labels, API URL, driver, ticket key).

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
@@ -167,6 +168,52 @@ TEST_F(DispatchUnansweredTest, JobsWhoseDispatchArrivesAfterTheTimeoutRunOnceAsA
   ASSERT_NO_FATAL_FAILURE(StartHost({"--reconcile-interval", "30s"}));
   MuteProxy proxy(HostPort(), 4s);
   RunJobsThrough(proxy, 40);
+}
+
+// The scheduler does not wait for one host's answer before placing the next
+// jobs: a host that never answers holds up its own dispatch (3 s, the
+// timeout), not the rest of the cluster. A job for another host, inserted
+// while that dispatch waits, runs before the scheduler gives up on it (which
+// it records by suspending the silent host). When each pass waited for its
+// hosts to answer, the second job was not even placed until then.
+TEST_F(DispatchUnansweredTest, AHostThatDoesNotAnswerHoldsUpOnlyItsOwnJobs) {
+  ASSERT_NO_FATAL_FAILURE(StartHost({"--label", "zone=mute"}));
+  cluster_->StartHost("h2", 4000, 4000, {"--label", "zone=live"});
+  ASSERT_TRUE(cluster_->WaitHostsUp(2)) << cluster_->Logs();
+  MuteProxy proxy(0, 0ms);  // h1's requests are swallowed
+  db_.Scalar("update pgfleet.hosts set api_url = 'http://127.0.0.1:" +
+             std::to_string(proxy.port()) + "' where id = 'h1'");
+  scheduler_ = &cluster_->StartScheduler("s1");
+  db_.Scalar(
+      "insert into pgfleet.jobs (formation, command, constraints) values "
+      "('mute', array['sleep', '30'], '{\"zone\": \"mute\"}')");
+  ASSERT_TRUE(WaitFor([&] { return proxy.job_requests() >= 1; }, 20s)) << cluster_->Logs();
+  db_.Scalar(
+      "insert into pgfleet.jobs (formation, command, constraints) values "
+      "('live', array['true'], '{\"zone\": \"live\"}')");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_.Count(
+                   "select count(*) from pgfleet.jobs where formation = 'live'"
+                   " and state = 'succeeded'") == 1;
+      },
+      20s))
+      << cluster_->Logs();
+  std::cout << "insert->running of the job for the host that answers, ms: "
+            << db_.Scalar(
+                   "select round(extract(epoch from started_at - created_at) * 1000)"
+                   " from pgfleet.jobs where formation = 'live'")
+            << "\n";
+  // h1's dispatch was still waiting: not yet given up on, not suspended.
+  EXPECT_EQ(0, db_.Count("select suspensions from pgfleet.hosts where id = 'h1'"));
+  EXPECT_EQ(std::string::npos, scheduler_->Log().find("dispatch unanswered")) << scheduler_->Log();
+  // Then the timeout: h1 suspended, its job left to it (it may have started:
+  // h1's reconcile starts it), never placed again.
+  EXPECT_TRUE(WaitFor(
+      [&] { return db_.Count("select suspensions from pgfleet.hosts where id = 'h1'") >= 1; }, 20s))
+      << scheduler_->Log();
+  EXPECT_EQ(1, db_.Count("select count(*) from pgfleet.jobs where formation = 'mute'"
+                         " and state in ('assigned', 'running') and attempt = 1"));
 }
 
 TEST_F(DispatchUnansweredTest, JobsWhoseRequestWasSwallowedAreStartedByTheHostsReconcile) {

@@ -223,6 +223,23 @@ TEST_F(FoundationTest, UnreachableHostIsSuspendedAndItsJobsRunElsewhere) {
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
 }
 
+// A host whose dispatches failed before (its suspension over) and that takes
+// a batch again starts its backoff from the beginning: the scheduler, which
+// read its count of failures with the pass, resets it once the batch is taken.
+TEST_F(FoundationTest, AHostThatTakesABatchAgainHasItsBackoffReset) {
+  db_.Scalar("update pgfleet.hosts set suspensions = 3 where id = 'h2'");
+  auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::string id = util::Trim(r.out);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s));
+  EXPECT_EQ("h2", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+  EXPECT_TRUE(WaitFor(
+      [&] { return db_.Count("select suspensions from pgfleet.hosts where id = 'h2'") == 0; },
+      10s));
+}
+
 TEST_F(FoundationTest, CliRejectsBadFlagsWithExitCode2AndChangesNothing) {
   for (std::vector<std::string> args :
        std::vector<std::vector<std::string>>{{"run", "--cpu", "-5", "--", "true"},
