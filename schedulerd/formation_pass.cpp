@@ -100,8 +100,21 @@ FormationPassResult FormationPass::Work(
     return {true, false};
   }
   Placed placed = Place(tx, claimed, pass_hosts);
-  if (!placed.reasons.empty()) store::SetPendingReasons(tx, placed.reasons);
   tx.commit();
+  // Why the others still wait, after the commit: a reason is advisory (for
+  // `pgfleet ps`), and written inside the pass it kept the hosts' rows, which
+  // assign_jobs locks, from other passes and from reports for as long as it
+  // took. Only reasons that changed are written: with a full fleet every pass
+  // finds the same ones.
+  std::map<int64_t, std::string> changed;
+  for (const auto& p : claimed) {
+    auto it = placed.reasons.find(p.request.id);
+    if (it != placed.reasons.end() && it->second != p.reason) changed.insert(*it);
+  }
+  if (!changed.empty()) {
+    pqxx::nontransaction reasons(conn);  // one statement; it writes only jobs still pending
+    store::SetPendingReasons(reasons, changed);
+  }
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {
     auto& dest = (*out)[host];

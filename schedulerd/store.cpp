@@ -44,7 +44,8 @@ constexpr db::Statement kLockFormation{
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
     "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       j.privileged, pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
+    "       j.privileged, pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid,"
+    "       coalesce(j.error, '') as reason"
     "  from pgfleet.jobs j"
     " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
     "   and (j.not_before is null or j.not_before <= now())"
@@ -218,6 +219,7 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
     // SQL_ASCII database can hold, is replaced, so hostd can parse it.
     p.spec = util::SanitizeUtf8(r["spec"].as<std::string>());
     p.uid = r["uid"].as<std::string>();
+    p.reason = r["reason"].as<std::string>();
     out.push_back(std::move(p));
   }
   return out;

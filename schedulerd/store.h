@@ -62,8 +62,9 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id);
 
 struct PendingJob {
   placement::JobRequest request;
-  std::string spec;  // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
-  std::string uid;   // jobs.uid ("" for jobs from before it existed)
+  std::string spec;    // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
+  std::string uid;     // jobs.uid ("" for jobs from before it existed)
+  std::string reason;  // jobs.error as claimed: why it waited last ("" if never said)
 };
 // Locks and returns up to `limit` placeable pending jobs of the formation
 // (priority order, skipping rows other schedulers hold).

@@ -37,7 +37,14 @@ begin
       from claimed c group by c.host_id
   ), host_locks as (
     -- Hosts are locked in id order so concurrent schedulers never deadlock.
-    select h.id from pgfleet.hosts h where h.id in (select host_id from need) order by h.id for update
+    -- A host another transaction holds (another scheduler's pass placing on
+    -- it, a report freeing it) is skipped, not waited for: its jobs are not
+    -- assigned this time and the scheduler plans them again against fresh
+    -- rows. Waiting queued every pass of every formation behind the others
+    -- on the few hosts with room (bin-packing sends them all to the same
+    -- ones): with 100 formations it halved the burst (docs/benchmarks.md).
+    select h.id from pgfleet.hosts h where h.id in (select host_id from need)
+     order by h.id for update skip locked
   ), reserved as (
     update pgfleet.hosts h
        set cpu_allocated = h.cpu_allocated + n.cpu,

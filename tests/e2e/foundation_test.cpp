@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/net/http.h"
 #include "core/util/text.h"
@@ -221,6 +222,44 @@ TEST_F(FoundationTest, UnreachableHostIsSuspendedAndItsJobsRunElsewhere) {
   EXPECT_EQ("t", db_.Scalar("select suspensions > 0 and suspended_until is not null"
                             " from pgfleet.hosts where id = 'ghost'"));
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+// Why a job waits is written when it changes, and only then: a scheduler's
+// passes over a full host find the same reason every time (the tick looks
+// once a second). The scheduler now writes reasons after its pass commits,
+// and only those that differ from what it claimed; this keeps both halves of
+// that true. Sampled for 3 s: the row is not written again (its xmin stays).
+TEST_F(FoundationTest, AWaitingJobsReasonIsWrittenWhenItChangesAndOnlyThen) {
+  auto big = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", "3000", "--", "sleep", "30"});
+  ASSERT_EQ(0, big.exit_code) << big.err;
+  std::string big_id = util::Trim(big.out);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db_.Scalar("select state from pgfleet.jobs where id = " + big_id) == "running";
+      },
+      30s));
+  auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", "2000", "--", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::string id = util::Trim(r.out);
+  const std::string kWaiting = "waiting for capacity: needs 2000m cpu, 64 MiB memory";
+  ASSERT_EQ("pending", StateOnceItWaitsWithAReason(id));
+  EXPECT_EQ(kWaiting, db_.Scalar("select error from pgfleet.jobs where id = " + id));
+  std::string xmin = db_.Scalar("select xmin from pgfleet.jobs where id = " + id);
+  auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(xmin, db_.Scalar("select xmin from pgfleet.jobs where id = " + id));
+    std::this_thread::sleep_for(200ms);
+  }
+  // Another reason on the row (as an operator's note, or one from before):
+  // the next pass puts the true one back.
+  db_.Scalar("update pgfleet.jobs set error = 'stale' where id = " + id);
+  EXPECT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select error from pgfleet.jobs where id = " + id) == kWaiting; },
+      10s));
+  ASSERT_EQ(0, cluster_->Cli({"stop", big_id}).exit_code);
+  EXPECT_TRUE(WaitFor(
+      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
+      30s));
 }
 
 // A host whose dispatches failed before (its suspension over) and that takes

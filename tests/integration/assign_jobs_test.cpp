@@ -76,6 +76,37 @@ TEST(AssignJobs, SkipsHostsThatAreNotUpOrSuspended) {
   EXPECT_EQ(sql.Drift(), 0);
 }
 
+// A host whose row another transaction holds (another scheduler placing on
+// it, a report freeing it) is skipped, not waited for: the plan's other
+// hosts are assigned at once, the skipped host's jobs stay pending for the
+// scheduler to plan again, and once the row is free they are assigned. (A
+// waiting assign_jobs fails here on the lock timeout instead.)
+TEST(AssignJobs, AHostAnotherTransactionHoldsIsSkippedNotWaitedFor) {
+  TestDatabase db;
+  Sql sql(db);
+  sql.RegisterHost("h1", 1000, 1000);
+  sql.RegisterHost("h2", 1000, 1000);
+  long long j1 = sql.Submit(300), j2 = sql.Submit(300);
+  sql.Exec("select set_config('lock_timeout', '2s', false)");
+  auto other = db.Connect();
+  pqxx::work holder(*other);
+  holder.exec("select 1 from pgfleet.hosts where id = 'h1' for update");
+
+  json plan = json::array({{{"job", j1}, {"host", "h1"}}, {{"job", j2}, {"host", "h2"}}});
+  pqxx::result r =
+      sql.Exec("select job_id, host_id from pgfleet.assign_jobs($1::jsonb)", plan.dump());
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0].as<long long>(), j2);
+  EXPECT_EQ(sql.State(j1), "pending");
+  EXPECT_EQ(sql.Allocated("h1"), "0/0");
+  EXPECT_EQ(sql.Allocated("h2"), "300/64");
+
+  holder.commit();
+  ASSERT_EQ(sql.Assign({j1}, "h1").size(), 1u);
+  EXPECT_EQ(sql.Allocated("h1"), "300/64");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
 TEST(AssignJobs, ConcurrentStormNeverOvercommitsHost) {
   TestDatabase db;
   Sql(db).RegisterHost("h1", 1000, 100000);
