@@ -82,6 +82,26 @@ FormationPass::Placed FormationPass::Place(
   return out;
 }
 
+void FormationPass::WriteReasons(pqxx::connection& conn,
+                                 const std::vector<store::PendingJob>& claimed,
+                                 const std::map<int64_t, std::string>& reasons) {
+  std::map<int64_t, std::string> changed;
+  for (const auto& p : claimed) {
+    auto it = reasons.find(p.request.id);
+    if (it != reasons.end() && it->second != p.reason) changed.insert(*it);
+  }
+  if (changed.empty()) return;
+  try {
+    pqxx::nontransaction tx(conn);  // one statement; it writes only jobs still pending
+    store::SetPendingReasons(tx, changed);
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (const std::exception& e) {  // advisory: the pass's assignments stand
+    metrics_.Add("pgfleet_scheduler_errors_total", 1);
+    spdlog::warn("writing why {} jobs wait failed: {}", changed.size(), e.what());
+  }
+}
+
 FormationPassResult FormationPass::Work(
     pqxx::connection& conn, int formation_id, Targets* out,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
@@ -101,20 +121,6 @@ FormationPassResult FormationPass::Work(
   }
   Placed placed = Place(tx, claimed, pass_hosts);
   tx.commit();
-  // Why the others still wait, after the commit: a reason is advisory (for
-  // `pgfleet ps`), and written inside the pass it kept the hosts' rows, which
-  // assign_jobs locks, from other passes and from reports for as long as it
-  // took. Only reasons that changed are written: with a full fleet every pass
-  // finds the same ones.
-  std::map<int64_t, std::string> changed;
-  for (const auto& p : claimed) {
-    auto it = placed.reasons.find(p.request.id);
-    if (it != placed.reasons.end() && it->second != p.reason) changed.insert(*it);
-  }
-  if (!changed.empty()) {
-    pqxx::nontransaction reasons(conn);  // one statement; it writes only jobs still pending
-    store::SetPendingReasons(reasons, changed);
-  }
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {
     auto& dest = (*out)[host];
@@ -123,6 +129,7 @@ FormationPassResult FormationPass::Work(
     dest.suspensions = target.suspensions;
     for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
   }
+  WriteReasons(conn, claimed, placed.reasons);
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));
   if (placed.assigned > 0 || !placed.reasons.empty()) {
     spdlog::info("formation={} id={} claimed={} assigned={} waiting={}", formation.name,

@@ -56,6 +56,15 @@ class FormationPass {
   Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
                std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
+  // Why the claimed jobs left waiting wait (jobs.error, for `pgfleet ps`),
+  // written after the pass commits: inside it, it kept the hosts' rows that
+  // assign_jobs locks from other passes and from reports for as long as it
+  // took. Only reasons that changed since the claim read them: with a full
+  // fleet every pass finds the same ones. A failure is logged, not thrown
+  // (but a broken connection is).
+  void WriteReasons(pqxx::connection& conn, const std::vector<store::PendingJob>& claimed,
+                    const std::map<int64_t, std::string>& reasons);
+
   int batch_size_;
   metrics::Registry& metrics_;
   store::HostConfigs host_configs_;  // kept across passes (store::LoadHostSnapshot)
