@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <thread>
+#include <utility>
 
 #include "core/net/ticket.h"
 #include "schedulerd/store.h"
@@ -166,11 +167,11 @@ std::vector<Delivery> Dispatcher::Send(const std::string& host_id, const HostTar
 }
 
 void Dispatcher::RecordFailure(pqxx::connection& conn, const std::string& host,
-                               const HostTarget& target, const std::string& error) {
+                               const std::vector<Dispatch>& failed, const std::string& error) {
   metrics_.Add("pgfleet_scheduler_dispatch_failures_total", 1);
   std::vector<store::DispatchedJob> jobs;
-  jobs.reserve(target.jobs.size());
-  for (const auto& d : target.jobs) jobs.push_back({d.job_id, d.attempt});
+  jobs.reserve(failed.size());
+  for (const auto& d : failed) jobs.push_back({d.job_id, d.attempt});
   pqxx::nontransaction tx(conn);  // one statement (a function): atomic on its own
   int n = store::DispatchFailed(tx, host, jobs, error);
   spdlog::warn("host={} dispatch failed, {} jobs back to pending, host suspended: {}", host, n,
@@ -188,22 +189,37 @@ void Dispatcher::RecordUnanswered(pqxx::connection& conn, const std::string& hos
       host, jobs, error);
 }
 
-void Dispatcher::Deliver(const Targets& targets) {
-  std::vector<const std::string*> hosts;
-  std::vector<const HostTarget*> todo;
-  for (const auto& [host, target] : targets) {
-    if (target.jobs.empty()) continue;
-    hosts.push_back(&host);
-    todo.push_back(&target);
+Dispatcher::Outcome Dispatcher::OutcomeOf(const std::string& host, const HostTarget& target,
+                                          const std::vector<Delivery>& deliveries) {
+  // Jobs whose body was refused or never sent go back; jobs whose body went
+  // unanswered stay assigned; the rest were delivered.
+  Outcome o{&host, &target, {}, "", 0, ""};
+  for (size_t k = 0; k < deliveries.size(); ++k) {
+    const Delivery& d = deliveries[k];
+    if (d.kind == Delivery::Kind::kFailed) {
+      o.failed.push_back(target.jobs[k]);
+      o.error = d.error;
+    } else if (d.kind == Delivery::Kind::kUnanswered) {
+      ++o.unanswered;
+      o.unanswered_error = d.error;
+    }
   }
-  std::vector<std::vector<Delivery>> outcomes(todo.size());  // per host, per job
+  return o;
+}
+
+void Dispatcher::Deliver(const Targets& targets) {
+  std::vector<std::pair<const std::string*, const HostTarget*>> todo;
+  for (const auto& [host, target] : targets) {
+    if (!target.jobs.empty()) todo.emplace_back(&host, &target);
+  }
+  std::vector<std::vector<Delivery>> deliveries(todo.size());  // per host, per job
   std::atomic<size_t> next{0};
   auto sender = [&] {
     for (size_t i = next++; i < todo.size(); i = next++) {
       try {
-        outcomes[i] = Send(*hosts[i], *todo[i]);
+        deliveries[i] = Send(*todo[i].first, *todo[i].second);
       } catch (const std::exception& e) {  // unforeseen: maybe sent, so not requeued
-        outcomes[i].assign(todo[i]->jobs.size(), {Delivery::Kind::kUnanswered, e.what()});
+        deliveries[i].assign(todo[i].second->jobs.size(), {Delivery::Kind::kUnanswered, e.what()});
       }
     }
   };
@@ -217,14 +233,14 @@ void Dispatcher::Deliver(const Targets& targets) {
   // us, and only for what changes a row (a host that did not take its batch,
   // or took it after failing before). The connection is opened when first
   // needed.
-  bool to_record = false;
+  std::vector<Outcome> to_record;
   for (size_t i = 0; i < todo.size(); ++i) {
-    bool taken = std::all_of(outcomes[i].begin(), outcomes[i].end(),
-                             [](const Delivery& d) { return d.kind == Delivery::Kind::kTaken; });
+    Outcome o = OutcomeOf(*todo[i].first, *todo[i].second, deliveries[i]);
+    bool taken = o.failed.empty() && o.unanswered == 0;
     if (taken) metrics_.Add("pgfleet_scheduler_dispatches_total", 1);
-    to_record = to_record || !taken || todo[i]->suspensions != 0;
+    if (!taken || o.target->suspensions != 0) to_record.push_back(std::move(o));
   }
-  if (!to_record) return;
+  if (to_record.empty()) return;
   std::lock_guard<std::mutex> lock(record_mu_);
   pqxx::connection* conn = record_conn_.Get();
   if (!conn) {
@@ -232,11 +248,11 @@ void Dispatcher::Deliver(const Targets& targets) {
     // or the host is swept as lost and they go back to pending.
     metrics_.Add("pgfleet_scheduler_errors_total", 1);
     spdlog::error("{}: database unreachable, outcomes of dispatches to {} hosts not recorded", who_,
-                  todo.size());
+                  to_record.size());
     return;
   }
   try {
-    Record(*conn, hosts, todo, outcomes);
+    Record(*conn, to_record);
   } catch (const pqxx::broken_connection& e) {
     record_conn_.MarkBroken(e.what());
     metrics_.Add("pgfleet_scheduler_errors_total", 1);
@@ -247,34 +263,17 @@ void Dispatcher::Deliver(const Targets& targets) {
   }
 }
 
-void Dispatcher::Record(pqxx::connection& conn, const std::vector<const std::string*>& hosts,
-                        const std::vector<const HostTarget*>& targets,
-                        const std::vector<std::vector<Delivery>>& outcomes) {
+void Dispatcher::Record(pqxx::connection& conn, const std::vector<Outcome>& outcomes) {
   db::Deadline deadline(conn, kDbDeadline, who_ + " dispatch connection");
   std::vector<std::string> recovered;  // took their batch after failing before
-  for (size_t i = 0; i < targets.size(); ++i) {
+  for (const Outcome& o : outcomes) {
     deadline.Renew();
-    // Jobs whose body was refused or never sent go back; jobs whose body
-    // went unanswered stay assigned; the rest were delivered.
-    HostTarget failed{targets[i]->api_url, "", 0, {}};
-    std::string error, unanswered_error;
-    size_t unanswered = 0;
-    for (size_t k = 0; k < outcomes[i].size(); ++k) {
-      const Delivery& d = outcomes[i][k];
-      if (d.kind == Delivery::Kind::kFailed) {
-        failed.jobs.push_back(targets[i]->jobs[k]);
-        error = d.error;
-      } else if (d.kind == Delivery::Kind::kUnanswered) {
-        ++unanswered;
-        unanswered_error = d.error;
-      }
-    }
-    if (!failed.jobs.empty()) {
-      RecordFailure(conn, *hosts[i], failed, error);  // suspends the host too
-    } else if (unanswered > 0) {
-      RecordUnanswered(conn, *hosts[i], unanswered, unanswered_error);
-    } else if (targets[i]->suspensions != 0) {
-      recovered.push_back(*hosts[i]);
+    if (!o.failed.empty()) {
+      RecordFailure(conn, *o.host, o.failed, o.error);  // suspends the host too
+    } else if (o.unanswered > 0) {
+      RecordUnanswered(conn, *o.host, o.unanswered, o.unanswered_error);
+    } else {
+      recovered.push_back(*o.host);
     }
   }
   if (!recovered.empty()) {

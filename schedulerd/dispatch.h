@@ -133,12 +133,22 @@ class Dispatcher {
   // POSTs one host's batch, in bodies of at most kMaxDispatchBytes. Returns
   // how each job's body went.
   std::vector<Delivery> Send(const std::string& host_id, const HostTarget& target);
-  // Records the outcomes of one submission on record_conn_ (record_mu_ held).
-  void Record(pqxx::connection& conn, const std::vector<const std::string*>& hosts,
-              const std::vector<const HostTarget*>& targets,
-              const std::vector<std::vector<Delivery>>& outcomes);
-  void RecordFailure(pqxx::connection& conn, const std::string& host, const HostTarget& target,
-                     const std::string& error);
+  // What became of one host's batch.
+  struct Outcome {
+    const std::string* host;
+    const HostTarget* target;
+    std::vector<Dispatch> failed;  // the jobs certainly not started (refused, never sent)
+    std::string error;             // why, for them
+    size_t unanswered = 0;         // jobs sent whose answer never came
+    std::string unanswered_error;
+  };
+  static Outcome OutcomeOf(const std::string& host, const HostTarget& target,
+                           const std::vector<Delivery>& deliveries);
+  // Records outcomes that change a row (not taken, or taken by a host that
+  // had failed before) on record_conn_ (record_mu_ held).
+  void Record(pqxx::connection& conn, const std::vector<Outcome>& outcomes);
+  void RecordFailure(pqxx::connection& conn, const std::string& host,
+                     const std::vector<Dispatch>& failed, const std::string& error);
   void RecordUnanswered(pqxx::connection& conn, const std::string& host, size_t jobs,
                         const std::string& error);
   // A delivery thread: takes submissions until closing_ and none is left.

@@ -51,10 +51,8 @@ FormationPass::Placed FormationPass::Place(
       done.insert(a.job_id);
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
-      auto& target = out.planned[a.host_id];
-      target.api_url = reach[a.host_id].api_url;
-      target.ticket_key = reach[a.host_id].ticket_key;
-      target.suspensions = reach[a.host_id].suspensions;
+      // The host's target as the snapshot has it (no jobs yet), then this job.
+      auto& target = out.planned.try_emplace(a.host_id, reach[a.host_id]).first->second;
       target.jobs.push_back(Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec,
                                      specs[a.job_id]->uid, requests[a.job_id]->privileged});
       out.reasons.erase(a.job_id);
@@ -123,11 +121,10 @@ FormationPassResult FormationPass::Work(
   tx.commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {
-    auto& dest = (*out)[host];
-    dest.api_url = target.api_url;
-    dest.ticket_key = target.ticket_key;
-    dest.suspensions = target.suspensions;
-    for (auto& d : target.jobs) dest.jobs.push_back(std::move(d));
+    auto [it, fresh] = out->try_emplace(host, std::move(target));  // moves only when fresh
+    if (!fresh) {
+      for (auto& d : target.jobs) it->second.jobs.push_back(std::move(d));
+    }
   }
   WriteReasons(conn, claimed, placed.reasons);
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));

@@ -157,28 +157,11 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 }
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kFormationsToWork,
-                        &kLockFormation,
-                        &kClaimPending,
-                        &kLoadHostSnapshot,
-                        &kLoadHostConfigs,
-                        &kAssignJobs,
-                        &kSetPendingReasons,
-                        &kLiveReplicas,
-                        &kCreateReplicas,
-                        &kStopJobs,
-                        &kDispatchSucceeded,
-                        &kDispatchFailed,
-                        &kDispatchUnanswered,
-                        &kStopsToForward,
-                        &kHeartbeat,
-                        &kHostTtlSeconds,
-                        &kSweepLostHosts,
-                        &kEvictOverdueDrains,
-                        &kTryLockPrune,
-                        &kPruneFinished,
-                        &kForgetStaleSchedulers,
-                        &kPruneDeletedFormations});
+  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kClaimPending, &kLoadHostSnapshot,
+                        &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas,
+                        &kCreateReplicas, &kStopJobs, &kStopsToForward, &kHeartbeat,
+                        &kHostTtlSeconds, &kSweepLostHosts, &kEvictOverdueDrains, &kTryLockPrune,
+                        &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {

@@ -28,10 +28,11 @@
 
 namespace pgfleet::schedulerd::store {
 
-// Prepares every statement below on conn.
+// Prepares the statements below on the scheduler loop's work connection:
+// all but those that record a dispatch's outcome.
 void Prepare(pqxx::connection& conn);
-// Prepares only the statements that record a dispatch's outcome (the "after
-// commit" ones below but StopsToForward), for the dispatcher's own connection.
+// Prepares those (DispatchSucceeded, DispatchFailed, DispatchUnanswered), for
+// the dispatcher's own connection.
 void PrepareDispatchOutcomes(pqxx::connection& conn);
 
 // --- the formation pass ---------------------------------------------------
