@@ -50,7 +50,7 @@ namespace pgfleet::schedulerd {
 struct Dispatch {
   int64_t job_id = 0;
   int attempt = 0;
-  std::string spec;         // the job spec, JSON text (store::PendingJob::spec)
+  std::string spec;         // the job spec, JSON text (store::Assignment::spec)
   std::string uid;          // jobs.uid, sent as the item's "uid" when not empty
   bool privileged = false;  // jobs.privileged, signed into its ticket
 };

@@ -17,12 +17,8 @@ FormationPass::Placed FormationPass::Place(
     pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   Placed out;
-  std::map<int64_t, const store::PendingJob*> specs;
   std::vector<placement::JobRequest> todo;
-  for (const auto& p : claimed) {
-    specs[p.request.id] = &p;
-    todo.push_back(p.request);
-  }
+  for (const auto& p : claimed) todo.push_back(p.request);
   // Host id -> its API URL and ticket key (no jobs), from the snapshots.
   std::map<std::string, HostTarget> reach;
   std::map<int64_t, const placement::JobRequest*> requests;
@@ -47,14 +43,14 @@ FormationPass::Placed FormationPass::Place(
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = u.reason;
     if (plan.placements.empty()) break;
     std::set<int64_t> done;
-    for (const auto& a : store::AssignJobs(tx, plan.placements)) {
+    for (auto& a : store::AssignJobs(tx, plan.placements)) {
       done.insert(a.job_id);
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
       // The host's target as the snapshot has it (no jobs yet), then this job.
       auto& target = out.planned.try_emplace(a.host_id, reach[a.host_id]).first->second;
-      target.jobs.push_back(Dispatch{a.job_id, a.attempt, specs[a.job_id]->spec,
-                                     specs[a.job_id]->uid, requests[a.job_id]->privileged});
+      target.jobs.push_back(Dispatch{a.job_id, a.attempt, std::move(a.spec), std::move(a.uid),
+                                     requests[a.job_id]->privileged});
       out.reasons.erase(a.job_id);
     }
     out.assigned += done.size();

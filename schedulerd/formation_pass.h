@@ -5,13 +5,15 @@
 //
 //   try_lock_formation -> [service: ReconcileReplicas] -> ClaimPending
 //     -> rounds of { LoadHostSnapshot -> PlanPlacements -> AssignJobs }
-//     -> SetPendingReasons -> commit -> assignments handed to the dispatcher
+//     -> commit -> assignments handed to the dispatcher
+//     -> SetPendingReasons (those that changed, in a statement of its own)
 //
 // What must hold: the whole pass is one transaction holding
 // pg_try_advisory_xact_lock(lock class, formation id): if this process dies
-// mid-decision, PostgreSQL rolls it back and frees the lock at once. Job rows
-// are locked (claim) before host rows (assign). Only assignments that
-// committed reach *out. Called by the scheduler loop only.
+// mid-decision, PostgreSQL rolls it back and frees the lock at once. The
+// claim reads without locking (the advisory lock keeps other schedulers off
+// the formation); AssignJobs locks the jobs it assigns, then their hosts.
+// Only assignments that committed reach *out. Called by the scheduler loop only.
 
 #include <optional>
 #include <pqxx/pqxx>

@@ -41,15 +41,18 @@ constexpr db::Statement kLockFormation{
     "select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,"
     "       f.replicas, f.name from pgfleet.formations f where f.id = $1"};
 
+// What placement needs, without a lock and without the spec: a full fleet
+// places few of the jobs a pass reads, and locking each row read (a WAL
+// record) and building its spec cost more than placing it. assign_jobs locks
+// the jobs it assigns and returns their specs (docs/benchmarks.md).
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
     "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       j.privileged, pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid,"
-    "       coalesce(j.error, '') as reason"
+    "       j.privileged, coalesce(j.error, '') as reason"
     "  from pgfleet.jobs j"
     " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
     "   and (j.not_before is null or j.not_before <= now())"
-    " order by j.priority desc, j.id limit $2 for update skip locked"};
+    " order by j.priority desc, j.id limit $2"};
 
 // What changes pass to pass; the rest (HostConfig) is kept by version.
 constexpr db::Statement kLoadHostSnapshot{
@@ -71,7 +74,7 @@ constexpr db::Statement kLoadHostConfigs{
 
 constexpr db::Statement kAssignJobs{
     "schedulerd_assign_jobs",
-    "select job_id, attempt, host_id from pgfleet.assign_jobs($1::jsonb)"};
+    "select job_id, attempt, host_id, spec, uid from pgfleet.assign_jobs($1::jsonb)"};
 
 constexpr db::Statement kSetPendingReasons{"schedulerd_set_pending_reasons",
                                            "select pgfleet.set_pending_reasons($1::jsonb)"};
@@ -197,11 +200,6 @@ std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::stri
     p.request.priority = r["priority"].as<int>();
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
     p.request.privileged = r["privileged"].as<bool>();
-    // Kept as text and sent as is (parsing it and dumping it again cost the
-    // scheduler more than placing the job); only invalid UTF-8, which a
-    // SQL_ASCII database can hold, is replaced, so hostd can parse it.
-    p.spec = util::SanitizeUtf8(r["spec"].as<std::string>());
-    p.uid = r["uid"].as<std::string>();
     p.reason = r["reason"].as<std::string>();
     out.push_back(std::move(p));
   }
@@ -263,8 +261,13 @@ std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
   std::vector<Assignment> out;
   out.reserve(rows.size());
   for (const auto& r : rows) {
-    out.push_back(
-        {r["job_id"].as<int64_t>(), r["attempt"].as<int>(), r["host_id"].as<std::string>()});
+    // The spec is kept as text and sent as is (parsing it and dumping it
+    // again cost the scheduler more than placing the job); only invalid
+    // UTF-8, which a SQL_ASCII database can hold, is replaced, so hostd can
+    // parse it.
+    out.push_back({r["job_id"].as<int64_t>(), r["attempt"].as<int>(),
+                   r["host_id"].as<std::string>(), util::SanitizeUtf8(r["spec"].as<std::string>()),
+                   r["uid"].as<std::string>()});
   }
   return out;
 }

@@ -9,8 +9,9 @@
 // - No function here commits: the caller owns the transaction and decides its
 //   scope (the formation pass runs claim, snapshot, assign and pending reasons
 //   in one transaction that holds the formation's advisory lock).
-// - Lock order is jobs before hosts: ClaimPending / LiveReplicas lock job rows
-//   first; AssignJobs then locks the hosts it charges.
+// - Lock order is jobs before hosts: AssignJobs locks the jobs it assigns and
+//   then the hosts it charges; LiveReplicas locks job rows only. ClaimPending
+//   locks nothing (the formation's advisory lock keeps other schedulers out).
 // Only schedulerd/ calls this module; SQL text appears nowhere else in schedulerd.
 
 #include <cstdint>
@@ -63,12 +64,10 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id);
 
 struct PendingJob {
   placement::JobRequest request;
-  std::string spec;    // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
-  std::string uid;     // jobs.uid ("" for jobs from before it existed)
   std::string reason;  // jobs.error as claimed: why it waited last ("" if never said)
 };
-// Locks and returns up to `limit` placeable pending jobs of the formation
-// (priority order, skipping rows other schedulers hold).
+// Up to `limit` placeable pending jobs of the formation, in priority order,
+// read without a lock (AssignJobs locks those it assigns).
 std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,
                                      int limit);
 
@@ -97,8 +96,11 @@ struct Assignment {
   int64_t job_id = 0;
   int attempt = 0;
   std::string host_id;
+  std::string spec;  // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
+  std::string uid;   // jobs.uid ("" for jobs from before it existed)
 };
-// pgfleet.assign_jobs: charges each host conditionally; returns the
+// pgfleet.assign_jobs: locks the planned jobs still pending (skipping any
+// another transaction holds), charges each host conditionally; returns the
 // placements that held (a host that filled up meanwhile takes none).
 std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
                                    const std::vector<placement::Placement>& plan);

@@ -1,8 +1,20 @@
 -- Scheduling: placement plans written all-or-nothing per host, why jobs stay
 -- pending, dispatch outcomes, and the spec a host runs.
 
+-- assign_jobs once returned job_id, attempt and host_id only (the spec and uid
+-- came with the scheduler's claim): a function's result columns change only by
+-- dropping it, so the old one goes, once.
+do $$
+begin
+  if exists (select 1 from pg_proc p
+              where p.oid = to_regprocedure('pgfleet.assign_jobs(jsonb)')
+                and not ('spec' = any (p.proargnames))) then
+    drop function pgfleet.assign_jobs(jsonb);
+  end if;
+end $$;
+
 create or replace function pgfleet.assign_jobs(p_plan jsonb)
-returns table (job_id bigint, attempt integer, host_id text)
+returns table (job_id bigint, attempt integer, host_id text, spec text, uid text)
 language plpgsql
 -- PL/pgSQL with a generic plan, kept for the session: as a SQL function it
 -- was parsed and planned on every call (2.5 ms for a one-job plan). Jobs by
@@ -22,16 +34,22 @@ begin
       from jsonb_array_elements(p_plan) with ordinality as x(e, n)
      order by (e ->> 'job')::bigint, n
   ), claimed as (
-    -- One primary-key lookup per planned job, whatever the statistics say: a
-    -- plain join let the planner, with statistics from before a burst of
-    -- inserts, scan every pending job once per planned job (3 s for 500).
+    -- The planned jobs still pending, locked. The scheduler read them without
+    -- a lock (its claim), so a job cancelled or assigned since is dropped here
+    -- (the lock reads a row changed meanwhile again and checks it again). A
+    -- job another transaction holds (an operator's open UPDATE) is skipped,
+    -- not waited for: a pass never stalls behind a user's transaction, and
+    -- the job is planned again. One primary-key lookup per planned job,
+    -- whatever the statistics say: a plain join let the planner, with
+    -- statistics from before a burst of inserts, scan every pending job once
+    -- per planned job (3 s for 500).
     select j.id, p.host_id, j.cpu, j.memory
       from plan p
       cross join lateral (
         select j.id, j.cpu, j.memory, j.state, j.desired_state
           from pgfleet.jobs j where j.id = p.job_id offset 0) j
      where j.state = 'pending' and j.desired_state = 'run'
-     for update of j
+     for update of j skip locked
   ), need as (
     select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory
       from claimed c group by c.host_id
@@ -64,15 +82,18 @@ begin
      -- a state condition here let the planner scan the pending index once per
      -- claimed job (quadratic: 500 claimed x 20,000 pending).
      where j.id = c.id and c.host_id in (select id from reserved)
-    returning j.id, j.attempt, j.host_id
+    -- The spec hostd is sent, built for the jobs assigned only (a claim reads
+    -- many more than a full fleet has room for: docs/benchmarks.md).
+    returning j.id, j.attempt, j.host_id, pgfleet.job_spec_json(j)::text as spec,
+              coalesce(j.uid::text, '') as uid
   ), events as (
     insert into pgfleet.job_events (job_id, attempt, kind, host_id)
     select a.id, a.attempt, 'assigned', a.host_id from assigned a
   )
-  select a.id, a.attempt, a.host_id from assigned a;
+  select a.id, a.attempt, a.host_id, a.spec, a.uid from assigned a;
 end $$;
 comment on function pgfleet.assign_jobs(jsonb) is
-  'Writes a placement plan [{"job":id,"host":id}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host. Returns what was assigned.';
+  'Writes a placement plan [{"job":id,"host":id}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host; a planned job no longer pending, or held by another transaction, is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
 
 create or replace function pgfleet.set_pending_reasons(p_reasons jsonb) returns integer
 language sql as $$

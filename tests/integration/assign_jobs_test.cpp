@@ -107,6 +107,48 @@ TEST(AssignJobs, AHostAnotherTransactionHoldsIsSkippedNotWaitedFor) {
   EXPECT_EQ(sql.Drift(), 0);
 }
 
+// The scheduler reads pending jobs without a lock (its claim), so assign_jobs
+// is what keeps a plan from acting on a job changed since: a job another
+// transaction holds is skipped, not waited for (an operator's open UPDATE must
+// not stall a formation's pass), and a job cancelled since the read is not
+// assigned. What is assigned comes back with the spec hostd is sent and the
+// job's uid, built for assigned jobs only. (The function before this one
+// waited on the held row and fails here on the lock timeout.)
+TEST(AssignJobs, AJobHeldOrCancelledSinceThePlanIsLeftOutAndTheRestComeWithTheirSpecs) {
+  TestDatabase db;
+  Sql sql(db);
+  sql.RegisterHost("h1", 1000, 1000);
+  long long held = sql.Submit(100), cancelled = sql.Submit(100), free = sql.Submit(100);
+  sql.Exec("select pgfleet.cancel($1)", cancelled);
+  sql.Exec("select set_config('lock_timeout', '2s', false)");
+  auto other = db.Connect();
+  pqxx::work holder(*other);
+  holder.exec_params("update pgfleet.jobs set priority = 60 where id = $1", held);
+
+  json plan = json::array({{{"job", held}, {"host", "h1"}},
+                           {{"job", cancelled}, {"host", "h1"}},
+                           {{"job", free}, {"host", "h1"}}});
+  pqxx::result r = sql.Exec(
+      "select a.job_id, a.spec, a.uid, a.spec::jsonb = pgfleet.job_spec(j) as same_spec,"
+      "       a.uid = j.uid::text as same_uid"
+      "  from pgfleet.assign_jobs($1::jsonb) a join pgfleet.jobs j on j.id = a.job_id",
+      plan.dump());
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0]["job_id"].as<long long>(), free);
+  EXPECT_TRUE(r[0]["same_spec"].as<bool>()) << r[0]["spec"].as<std::string>();
+  EXPECT_TRUE(r[0]["same_uid"].as<bool>()) << r[0]["uid"].as<std::string>();
+  EXPECT_EQ(sql.State(held), "pending");
+  EXPECT_EQ(sql.State(cancelled), "cancelled");
+  EXPECT_EQ(sql.Allocated("h1"), "100/64");
+
+  holder.commit();
+  auto again = sql.Assign({held}, "h1");
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(sql.Num("select priority from pgfleet.jobs where id = $1", held), 60);
+  EXPECT_EQ(sql.Allocated("h1"), "200/128");
+  EXPECT_EQ(sql.Drift(), 0);
+}
+
 TEST(AssignJobs, ConcurrentStormNeverOvercommitsHost) {
   TestDatabase db;
   Sql(db).RegisterHost("h1", 1000, 100000);
