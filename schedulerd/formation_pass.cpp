@@ -40,7 +40,7 @@ FormationPass::Placed FormationPass::Place(
       hosts.push_back(std::move(h.view));
     }
     auto plan = placement::PlanPlacements(todo, std::move(hosts));
-    for (const auto& u : plan.unplaced) out.reasons[u.job_id] = u.reason;
+    for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;
     for (auto& a : store::AssignJobs(tx, plan.placements)) {
@@ -60,7 +60,10 @@ FormationPass::Placed FormationPass::Place(
       for (const auto& j : todo) {
         if (j.id == pl.job_id) retry.push_back(j);
       }
-      out.reasons[pl.job_id] = "waiting for capacity: the host filled up while placing";
+      // The same words as a job the plan found no room for: a job that
+      // alternates between the two (a host filled up, then none had room)
+      // must not have its row written each time.
+      out.reasons[pl.job_id] = {placement::CapacityReason(*requests[pl.job_id]), false};
       metrics_.Add("pgfleet_scheduler_replans_total", 1);
     }
     todo = std::move(retry);
@@ -78,11 +81,23 @@ FormationPass::Placed FormationPass::Place(
 
 void FormationPass::WriteReasons(pqxx::connection& conn,
                                  const std::vector<store::PendingJob>& claimed,
-                                 const std::map<int64_t, std::string>& reasons) {
+                                 const std::map<int64_t, Waiting>& reasons) {
   std::map<int64_t, std::string> changed;
-  for (const auto& p : claimed) {
+  for (size_t i = 0; i < claimed.size(); ++i) {
+    const auto& p = claimed[i];
     auto it = reasons.find(p.request.id);
-    if (it != reasons.end() && it->second != p.reason) changed.insert(*it);
+    if (it == reasons.end() || it->second.reason == p.reason) continue;
+    // Behind the head of the queue, a job that only waits its turn (for
+    // capacity, or for hosts to recover) and has no reason yet is left
+    // without one: in a burst nearly every job waits a pass or two behind
+    // others before it is placed, and writing each one's row for it cost more
+    // than placing it (docs/benchmarks.md). A job that can never fit, or
+    // whose reason says something else now, is written wherever it is.
+    if (i >= static_cast<size_t>(model::kReasonHead) && !it->second.never_fits &&
+        p.reason.empty()) {
+      continue;
+    }
+    changed.emplace(p.request.id, it->second.reason);
   }
   if (changed.empty()) return;
   try {

@@ -48,9 +48,14 @@ class FormationPass {
                            std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
  private:
+  // Why a claimed job was left waiting (placement::Unplaced).
+  struct Waiting {
+    std::string reason;
+    bool never_fits = false;  // no host of the snapshot could ever run it
+  };
   struct Placed {
-    Targets planned;                         // host id -> assigned jobs (api_url set)
-    std::map<int64_t, std::string> reasons;  // job id -> why it still waits
+    Targets planned;                     // host id -> assigned jobs (api_url set)
+    std::map<int64_t, Waiting> reasons;  // job id -> why it still waits
     size_t assigned = 0;
   };
   // Optimistic rounds: plan against a snapshot, commit per host conditionally;
@@ -62,10 +67,11 @@ class FormationPass {
   // written after the pass commits: inside it, it kept the hosts' rows that
   // assign_jobs locks from other passes and from reports for as long as it
   // took. Only reasons that changed since the claim read them: with a full
-  // fleet every pass finds the same ones. A failure is logged, not thrown
-  // (but a broken connection is).
+  // fleet every pass finds the same ones. Behind the first model::kReasonHead
+  // jobs, a job that only waits its turn and has no reason yet gets none.
+  // A failure is logged, not thrown (but a broken connection is).
   void WriteReasons(pqxx::connection& conn, const std::vector<store::PendingJob>& claimed,
-                    const std::map<int64_t, std::string>& reasons);
+                    const std::map<int64_t, Waiting>& reasons);
 
   int batch_size_;
   metrics::Registry& metrics_;

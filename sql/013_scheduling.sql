@@ -95,20 +95,37 @@ end $$;
 comment on function pgfleet.assign_jobs(jsonb) is
   'Writes a placement plan [{"job":id,"host":id}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host; a planned job no longer pending, or held by another transaction, is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
 
+-- Advisory, and written after the pass committed, outside the formation's
+-- lock: a job another transaction holds (another scheduler assigning it, an
+-- operator's update) is skipped, not waited for. Waiting made schedulers
+-- queue behind each other's passes: with 100 formations it cost more
+-- statement time than the claims (docs/benchmarks.md). Jobs by primary key
+-- only, with a plan kept for the session (as assign_jobs).
 create or replace function pgfleet.set_pending_reasons(p_reasons jsonb) returns integer
-language sql as $$
+language plpgsql
+set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+declare
+  v_count integer;
+begin
   with r as (
     select (e ->> 'job')::bigint as job_id, e ->> 'reason' as reason
       from jsonb_array_elements(p_reasons) e
+  ), held as (
+    select j.id, r.reason
+      from r
+      cross join lateral (
+        select j.id, j.state, j.error from pgfleet.jobs j where j.id = r.job_id offset 0) j
+     where j.state = 'pending' and j.error is distinct from r.reason
+       for update of j skip locked
   ), u as (
-    update pgfleet.jobs j set error = r.reason
-      from r where j.id = r.job_id and j.state = 'pending' and j.error is distinct from r.reason
+    update pgfleet.jobs j set error = h.reason from held h where j.id = h.id
     returning 1
   )
-  select count(*)::integer from u
-$$;
+  select count(*)::integer into v_count from u;
+  return v_count;
+end $$;
 comment on function pgfleet.set_pending_reasons(jsonb) is
-  'Records why pending jobs could not be placed ([{"job":id,"reason":text}]) in jobs.error.';
+  'Records why pending jobs could not be placed ([{"job":id,"reason":text}]) in jobs.error, for jobs still pending whose reason differs; a job another transaction holds is skipped. Returns how many were written.';
 
 create or replace function pgfleet.dispatch_failed(p_host text, p_jobs jsonb, p_error text)
 returns integer

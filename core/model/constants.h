@@ -47,6 +47,11 @@ inline constexpr int kHostLossLimit = 3;
 // scheduler took the capacity first (scheduler-only; no SQL counterpart).
 inline constexpr int kReplanRounds = 3;
 
+// Why a job waits (jobs.error) is written for the first this many jobs a
+// formation's pass claims, in placement order; behind them only when the job
+// can never fit, or already shows another reason (scheduler-only).
+inline constexpr int kReasonHead = 32;
+
 // Size limits of a job spec, so every job fits a dispatch (hostd accepts
 // bodies up to 1 MiB) and no row is a denial of service. The database
 // refuses them at insert (pgfleet.spec_problem) and hostd again.

@@ -138,10 +138,7 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
         if (!held) held = &host;
         continue;
       }
-      return {job.id,
-              "waiting for capacity: needs " + std::to_string(job.cpu) + "m cpu, " +
-                  std::to_string(job.memory) + " MiB memory",
-              false};
+      return {job.id, CapacityReason(job), false};
     }
     largest_cpu = std::max(largest_cpu, host.cpu_total);
     largest_memory = std::max(largest_memory, host.memory_total);
@@ -168,6 +165,11 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
 }
 
 }  // namespace
+
+std::string CapacityReason(const JobRequest& job) {
+  return "waiting for capacity: needs " + std::to_string(job.cpu) + "m cpu, " +
+         std::to_string(job.memory) + " MiB memory";
+}
 
 bool LabelsMatch(const JobRequest& job, const HostView& host) {
   return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels);

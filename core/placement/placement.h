@@ -74,6 +74,10 @@ bool PlacesBefore(const JobRequest& a, const JobRequest& b);
 // host id. Both hosts must have cpu_total > 0 and memory_total > 0.
 bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b);
 
+// The reason of a job that would fit an empty matching host but none now:
+// "waiting for capacity: needs 500m cpu, 64 MiB memory".
+std::string CapacityReason(const JobRequest& job);
+
 // Why `job` cannot be placed on any of `hosts` as they are now (see Unplaced).
 // Also used by PlanPlacements, so the reasons here are the reasons in a plan.
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts);

@@ -33,6 +33,17 @@ class FoundationTest : public ::testing::Test {
     return db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'");
   }
   std::string Token() { return net::ReadTokenFile(cluster_->token_file()); }
+  // Starts `sleep seconds` taking `cpu` millicores of h2 (the zone=b host);
+  // its id once it runs (a failure is recorded: callers check HasFailure()).
+  std::string RunningOnH2(const std::string& cpu, const std::string& seconds) {
+    auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", cpu, "--", "sleep", seconds});
+    EXPECT_EQ(0, r.exit_code) << r.err;
+    std::string id = util::Trim(r.out);
+    EXPECT_TRUE(WaitFor(
+        [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "running"; },
+        30s));
+    return id;
+  }
   // Waits until the scheduler said why job `id` waits; its state then.
   std::string StateOnceItWaitsWithAReason(const std::string& id) {
     WaitFor(
@@ -230,14 +241,8 @@ TEST_F(FoundationTest, UnreachableHostIsSuspendedAndItsJobsRunElsewhere) {
 // and only those that differ from what it claimed; this keeps both halves of
 // that true. Sampled for 3 s: the row is not written again (its xmin stays).
 TEST_F(FoundationTest, AWaitingJobsReasonIsWrittenWhenItChangesAndOnlyThen) {
-  auto big = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", "3000", "--", "sleep", "30"});
-  ASSERT_EQ(0, big.exit_code) << big.err;
-  std::string big_id = util::Trim(big.out);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return db_.Scalar("select state from pgfleet.jobs where id = " + big_id) == "running";
-      },
-      30s));
+  std::string big_id = RunningOnH2("3000", "30");
+  ASSERT_FALSE(HasFailure());
   auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", "2000", "--", "true"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   std::string id = util::Trim(r.out);
@@ -260,6 +265,56 @@ TEST_F(FoundationTest, AWaitingJobsReasonIsWrittenWhenItChangesAndOnlyThen) {
   EXPECT_TRUE(WaitFor(
       [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
       30s));
+}
+
+// A full queue: the first model::kReasonHead (32) jobs in placement order
+// learn that they wait for capacity; the ones behind them, which only wait
+// their turn, are not written for it (in a burst nearly every job waits a
+// pass behind others); a job that can never fit is told so wherever it is.
+TEST_F(FoundationTest, OnlyTheHeadOfAFullQueueIsToldItWaitsButAJobThatCanNeverRunIsTold) {
+  std::string big_id = RunningOnH2("4000", "60");
+  ASSERT_FALSE(HasFailure());
+  db_.Scalar(
+      "with ins as (insert into pgfleet.jobs (command, formation, cpu, constraints)"
+      " select '{true}', 'queue', 1000, '{\"zone\": \"b\"}' from generate_series(1, 40)"
+      " returning 1) select count(*) from ins");
+  std::string never = db_.Scalar(
+      "insert into pgfleet.jobs (command, formation, memory, constraints)"
+      " values ('{true}', 'queue', 100000, '{\"zone\": \"b\"}') returning id");
+  const std::string waits = "waiting for capacity: needs 1000m cpu, 64 MiB memory";
+  auto count = [&](const std::string& where) {
+    return db_.Count("select count(*) from pgfleet.jobs where formation = 'queue' and " + where);
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return !db_.Scalar("select coalesce(error, '') from pgfleet.jobs where id = " + never)
+                    .empty() &&
+               count("error = '" + waits + "'") == 32;
+      },
+      20s));
+  EXPECT_EQ("no host has 100000 MiB memory; largest has 8000",
+            db_.Scalar("select error from pgfleet.jobs where id = " + never));
+  // The head: the 32 lowest ids; behind them, nothing written, pass after pass.
+  EXPECT_EQ(32, count("error = '" + waits +
+                      "' and id < (select min(id) + 32 from pgfleet.jobs"
+                      " where formation = 'queue')"));
+  // sql/ops/why_pending.sql says where such a job stands instead.
+  std::ifstream ops(std::string(PGFLEET_SOURCE_DIR) + "/sql/ops/why_pending.sql");
+  std::string why((std::istreambuf_iterator<char>(ops)), std::istreambuf_iterator<char>());
+  std::string last = db_.Scalar("select max(id) from pgfleet.jobs where id <> " + never +
+                                " and formation = 'queue'");
+  size_t from = why.find("select j.id");
+  ASSERT_NE(std::string::npos, from) << why;
+  std::string query = why.substr(from, why.find(';', from) - from);
+  query.replace(query.find(":'job'"), 6, last);
+  EXPECT_EQ("39", db_.Scalar("select ahead from (" + query + ") q where reason is null"));
+  auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(8, count("error is null and id <> " + never));
+    ASSERT_EQ("pending", db_.Scalar("select state from pgfleet.jobs where id = " + never));
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(0, cluster_->Cli({"stop", big_id}).exit_code);
 }
 
 // A host whose dispatches failed before (its suspension over) and that takes

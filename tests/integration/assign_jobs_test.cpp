@@ -149,6 +149,37 @@ TEST(AssignJobs, AJobHeldOrCancelledSinceThePlanIsLeftOutAndTheRestComeWithTheir
   EXPECT_EQ(sql.Drift(), 0);
 }
 
+// Why jobs wait is advisory and written after a pass commits, outside the
+// formation's lock: a job another transaction holds (another scheduler
+// assigning it, an operator's update) is skipped, not waited for; a job no
+// longer pending, or already showing the reason, is not written. (The SQL
+// function before this one waited on the held row: lock timeout here.)
+TEST(SetPendingReasons, AHeldJobIsSkippedAndOnlyPendingJobsWithAnotherReasonAreWritten) {
+  TestDatabase db;
+  Sql sql(db);
+  sql.RegisterHost("h1", 1000, 1000);
+  long long held = sql.Submit(100), same = sql.Submit(100), assigned = sql.Submit(100),
+            fresh = sql.Submit(100);
+  ASSERT_EQ(sql.Assign({assigned}, "h1").size(), 1u);
+  sql.Exec("update pgfleet.jobs set error = 'waiting' where id = $1", same);
+  sql.Exec("select set_config('lock_timeout', '2s', false)");
+  auto other = db.Connect();
+  pqxx::work holder(*other);
+  holder.exec_params("update pgfleet.jobs set priority = 60 where id = $1", held);
+
+  json reasons = json::array();
+  for (long long j : {held, same, assigned, fresh})
+    reasons.push_back({{"job", j}, {"reason", "waiting"}});
+  EXPECT_EQ(sql.Num("select pgfleet.set_pending_reasons($1::jsonb)", reasons.dump()), 1);
+  EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", fresh),
+            "waiting");
+  EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", assigned), "");
+  holder.commit();
+  EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", held), "");
+  EXPECT_EQ(sql.Num("select pgfleet.set_pending_reasons($1::jsonb)", reasons.dump()), 1);
+  EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", held), "waiting");
+}
+
 TEST(AssignJobs, ConcurrentStormNeverOvercommitsHost) {
   TestDatabase db;
   Sql(db).RegisterHost("h1", 1000, 100000);
