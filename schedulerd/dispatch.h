@@ -103,7 +103,7 @@ inline constexpr std::chrono::milliseconds kDbDeadline{10000};
 class Dispatcher {
  public:
   // dsn: the database, for the connection outcomes are recorded on (its
-  // statements prepared by store::Prepare); token: the cluster token for
+  // statements prepared by store::PrepareDispatchOutcomes); token: the cluster token for
   // hostd's API; timeout_seconds: per request, stretched for big batches.
   // metrics must outlive the dispatcher. Each statement recording outcomes
   // must be answered within kDbDeadline (core/db/deadline.h; who, e.g.

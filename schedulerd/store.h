@@ -7,8 +7,9 @@
 // - Prepare(conn) ran on the connection a transaction belongs to before any
 //   other function here is called with that transaction.
 // - No function here commits: the caller owns the transaction and decides its
-//   scope (the formation pass runs claim, snapshot, assign and pending reasons
-//   in one transaction that holds the formation's advisory lock).
+//   scope (the formation pass runs claim, snapshot and assign in one
+//   transaction that holds the formation's advisory lock, and the pending
+//   reasons in a statement of their own after it commits).
 // - Lock order is jobs before hosts: AssignJobs locks the jobs it assigns and
 //   then the hosts it charges; LiveReplicas locks job rows only. ClaimPending
 //   locks nothing (the formation's advisory lock keeps other schedulers out).

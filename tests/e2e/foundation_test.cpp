@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "core/net/http.h"
 #include "core/util/text.h"
@@ -33,14 +34,16 @@ class FoundationTest : public ::testing::Test {
     return db_.Scalar("select api_url from pgfleet.hosts where id = '" + host + "'");
   }
   std::string Token() { return net::ReadTokenFile(cluster_->token_file()); }
-  // Starts `sleep seconds` taking `cpu` millicores of h2 (the zone=b host);
-  // its id once it runs (a failure is recorded: callers check HasFailure()).
-  std::string RunningOnH2(const std::string& cpu, const std::string& seconds) {
-    auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", cpu, "--", "sleep", seconds});
+  // `pgfleet run ARGS`; the job's id once it is in `state` (a failure is
+  // recorded: callers check HasFailure()).
+  std::string RunUntil(const std::vector<std::string>& args, const std::string& state) {
+    std::vector<std::string> argv{"run"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = cluster_->Cli(argv);
     EXPECT_EQ(0, r.exit_code) << r.err;
     std::string id = util::Trim(r.out);
     EXPECT_TRUE(WaitFor(
-        [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "running"; },
+        [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == state; },
         30s));
     return id;
   }
@@ -241,7 +244,8 @@ TEST_F(FoundationTest, UnreachableHostIsSuspendedAndItsJobsRunElsewhere) {
 // and only those that differ from what it claimed; this keeps both halves of
 // that true. Sampled for 3 s: the row is not written again (its xmin stays).
 TEST_F(FoundationTest, AWaitingJobsReasonIsWrittenWhenItChangesAndOnlyThen) {
-  std::string big_id = RunningOnH2("3000", "30");
+  std::string big_id =
+      RunUntil({"--constraint", "zone=b", "--cpu", "3000", "--", "sleep", "30"}, "running");
   ASSERT_FALSE(HasFailure());
   auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--cpu", "2000", "--", "true"});
   ASSERT_EQ(0, r.exit_code) << r.err;
@@ -272,7 +276,8 @@ TEST_F(FoundationTest, AWaitingJobsReasonIsWrittenWhenItChangesAndOnlyThen) {
 // their turn, are not written for it (in a burst nearly every job waits a
 // pass behind others); a job that can never fit is told so wherever it is.
 TEST_F(FoundationTest, OnlyTheHeadOfAFullQueueIsToldItWaitsButAJobThatCanNeverRunIsTold) {
-  std::string big_id = RunningOnH2("4000", "60");
+  std::string big_id =
+      RunUntil({"--constraint", "zone=b", "--cpu", "4000", "--", "sleep", "60"}, "running");
   ASSERT_FALSE(HasFailure());
   db_.Scalar(
       "with ins as (insert into pgfleet.jobs (command, formation, cpu, constraints)"
@@ -322,12 +327,8 @@ TEST_F(FoundationTest, OnlyTheHeadOfAFullQueueIsToldItWaitsButAJobThatCanNeverRu
 // read its count of failures with the pass, resets it once the batch is taken.
 TEST_F(FoundationTest, AHostThatTakesABatchAgainHasItsBackoffReset) {
   db_.Scalar("update pgfleet.hosts set suspensions = 3 where id = 'h2'");
-  auto r = cluster_->Cli({"run", "--constraint", "zone=b", "--", "true"});
-  ASSERT_EQ(0, r.exit_code) << r.err;
-  std::string id = util::Trim(r.out);
-  ASSERT_TRUE(WaitFor(
-      [&] { return db_.Scalar("select state from pgfleet.jobs where id = " + id) == "succeeded"; },
-      30s));
+  std::string id = RunUntil({"--constraint", "zone=b", "--", "true"}, "succeeded");
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ("h2", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
   EXPECT_TRUE(WaitFor(
       [&] { return db_.Count("select suspensions from pgfleet.hosts where id = 'h2'") == 0; },

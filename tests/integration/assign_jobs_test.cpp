@@ -16,6 +16,24 @@ namespace {
 
 // --- assign_jobs ------------------------------------------------------------
 
+// A statement run in another session's transaction, left open: the rows it
+// wrote or locked stay held until Release. The test's own session gives up
+// waiting for a lock after 2 s, so a statement that waits on a held row
+// instead of skipping it fails.
+class HeldByAnotherTransaction {
+ public:
+  HeldByAnotherTransaction(TestDatabase& db, Sql& sql, const std::string& statement)
+      : conn_(db.Connect()), tx_(*conn_) {
+    sql.Exec("select set_config('lock_timeout', '2s', false)");
+    tx_.exec(statement);
+  }
+  void Release() { tx_.commit(); }
+
+ private:
+  std::unique_ptr<pqxx::connection> conn_;
+  pqxx::work tx_;
+};
+
 TEST(AssignJobs, NeverOvercommitsAndIsAllOrNothingPerHost) {
   TestDatabase db;
   Sql sql(db);
@@ -87,10 +105,8 @@ TEST(AssignJobs, AHostAnotherTransactionHoldsIsSkippedNotWaitedFor) {
   sql.RegisterHost("h1", 1000, 1000);
   sql.RegisterHost("h2", 1000, 1000);
   long long j1 = sql.Submit(300), j2 = sql.Submit(300);
-  sql.Exec("select set_config('lock_timeout', '2s', false)");
-  auto other = db.Connect();
-  pqxx::work holder(*other);
-  holder.exec("select 1 from pgfleet.hosts where id = 'h1' for update");
+  HeldByAnotherTransaction holder(db, sql,
+                                  "select 1 from pgfleet.hosts where id = 'h1' for update");
 
   json plan = json::array({{{"job", j1}, {"host", "h1"}}, {{"job", j2}, {"host", "h2"}}});
   pqxx::result r =
@@ -101,7 +117,7 @@ TEST(AssignJobs, AHostAnotherTransactionHoldsIsSkippedNotWaitedFor) {
   EXPECT_EQ(sql.Allocated("h1"), "0/0");
   EXPECT_EQ(sql.Allocated("h2"), "300/64");
 
-  holder.commit();
+  holder.Release();
   ASSERT_EQ(sql.Assign({j1}, "h1").size(), 1u);
   EXPECT_EQ(sql.Allocated("h1"), "300/64");
   EXPECT_EQ(sql.Drift(), 0);
@@ -120,10 +136,8 @@ TEST(AssignJobs, AJobHeldOrCancelledSinceThePlanIsLeftOutAndTheRestComeWithTheir
   sql.RegisterHost("h1", 1000, 1000);
   long long held = sql.Submit(100), cancelled = sql.Submit(100), free = sql.Submit(100);
   sql.Exec("select pgfleet.cancel($1)", cancelled);
-  sql.Exec("select set_config('lock_timeout', '2s', false)");
-  auto other = db.Connect();
-  pqxx::work holder(*other);
-  holder.exec_params("update pgfleet.jobs set priority = 60 where id = $1", held);
+  HeldByAnotherTransaction holder(
+      db, sql, "update pgfleet.jobs set priority = 60 where id = " + std::to_string(held));
 
   json plan = json::array({{{"job", held}, {"host", "h1"}},
                            {{"job", cancelled}, {"host", "h1"}},
@@ -141,7 +155,7 @@ TEST(AssignJobs, AJobHeldOrCancelledSinceThePlanIsLeftOutAndTheRestComeWithTheir
   EXPECT_EQ(sql.State(cancelled), "cancelled");
   EXPECT_EQ(sql.Allocated("h1"), "100/64");
 
-  holder.commit();
+  holder.Release();
   auto again = sql.Assign({held}, "h1");
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(sql.Num("select priority from pgfleet.jobs where id = $1", held), 60);
@@ -162,10 +176,8 @@ TEST(SetPendingReasons, AHeldJobIsSkippedAndOnlyPendingJobsWithAnotherReasonAreW
             fresh = sql.Submit(100);
   ASSERT_EQ(sql.Assign({assigned}, "h1").size(), 1u);
   sql.Exec("update pgfleet.jobs set error = 'waiting' where id = $1", same);
-  sql.Exec("select set_config('lock_timeout', '2s', false)");
-  auto other = db.Connect();
-  pqxx::work holder(*other);
-  holder.exec_params("update pgfleet.jobs set priority = 60 where id = $1", held);
+  HeldByAnotherTransaction holder(
+      db, sql, "update pgfleet.jobs set priority = 60 where id = " + std::to_string(held));
 
   json reasons = json::array();
   for (long long j : {held, same, assigned, fresh})
@@ -174,7 +186,7 @@ TEST(SetPendingReasons, AHeldJobIsSkippedAndOnlyPendingJobsWithAnotherReasonAreW
   EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", fresh),
             "waiting");
   EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", assigned), "");
-  holder.commit();
+  holder.Release();
   EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", held), "");
   EXPECT_EQ(sql.Num("select pgfleet.set_pending_reasons($1::jsonb)", reasons.dump()), 1);
   EXPECT_EQ(sql.Str("select coalesce(error, '') from pgfleet.jobs where id = $1", held), "waiting");
