@@ -107,11 +107,11 @@ class Agent {
   // quarantines that one. *settled: how many reports are done with, in order.
   void Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, size_t begin, size_t end,
                size_t* settled);
-  // Acts on the database's verdicts; notes (wake_schedulers_) when an
-  // accepted report ended an attempt, so freed its resources.
-  void NoteResults(const std::vector<store::ReportResult>& results);
-  // Wakes sleeping schedulers if reports freed resources since the last wake
-  // (a statement of its own, after the reports' commit).
+  // Acts on the database's verdicts; notes (wake_schedulers_) when the batch
+  // freed resources while a scheduler sleeps.
+  void NoteResults(const store::ReportBatchResult& results);
+  // Wakes sleeping schedulers if reports freed resources while one slept,
+  // since the last wake (a statement of its own, after the reports' commit).
   void WakeSchedulersIfFreed(pqxx::connection& conn);
   // Sets a report the database refuses aside (logged, counted), to be
   // retried alone on every reconcile until it goes through.
@@ -163,7 +163,8 @@ class Agent {
   std::condition_variable cv_;
   std::deque<model::Report> queue_;  // guarded by mu_; sent oldest first
   bool wake_ = false;                // guarded by mu_
-  bool wake_schedulers_ = false;     // reports freed resources, no wake sent yet (agent thread)
+  bool wake_schedulers_ =
+      false;  // reports freed resources while a scheduler sleeps, no wake sent yet (agent thread)
 };
 
 }  // namespace pgfleet::hostd

@@ -85,10 +85,10 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
   }
 }
 
-void Agent::NoteResults(const std::vector<store::ReportResult>& results) {
-  for (const auto& r : results) {
+void Agent::NoteResults(const store::ReportBatchResult& results) {
+  if (results.wake_schedulers) wake_schedulers_ = true;
+  for (const auto& r : results.reports) {
     std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
-    if (r.accepted && r.kind && *r.kind != model::ReportKind::kRunning) wake_schedulers_ = true;
     // Settled either way: a restarted hostd must not report it again.
     if (r.kind && *r.kind != model::ReportKind::kRunning) {
       supervisor_->MarkReported(r.job, r.attempt, r.uid, r.accepted);

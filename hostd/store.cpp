@@ -26,10 +26,11 @@ constexpr db::Statement kHeartbeat{"hostd_heartbeat",
                                    "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
 
 // Without the function's own wake: hostd wakes the schedulers after the
-// commit (WakeSchedulers), so that its report commits hold no NOTIFY lock.
-constexpr db::Statement kReportJobs{
-    "hostd_report_jobs",
-    "select job_id, attempt, kind, accepted from pgfleet.report_jobs($1, $2, $3::jsonb, false)"};
+// commit (WakeSchedulers), when the batch says one sleeps, so that its report
+// commits hold no NOTIFY lock.
+constexpr db::Statement kReportJobs{"hostd_report_jobs",
+                                    "select job_id, attempt, kind, accepted, wake_schedulers"
+                                    "  from pgfleet.report_jobs($1, $2, $3::jsonb, false)"};
 
 constexpr db::Statement kWakeSchedulers{
     "hostd_wake_schedulers", "select pgfleet.wake_schedulers(array[pgfleet.all_formations()])"};
@@ -89,16 +90,17 @@ std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::strin
 
 void WakeSchedulers(pqxx::transaction_base& tx) { db::Exec(tx, kWakeSchedulers); }
 
-std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
-                                     int64_t generation,
-                                     const std::vector<model::Report>& reports) {
+ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host,
+                             int64_t generation, const std::vector<model::Report>& reports) {
   json batch = json::array();
   for (const auto& r : reports) batch.push_back(model::ToJson(r));
   auto rows = db::Exec(tx, kReportJobs, host, generation,
                        batch.dump(-1, ' ', false, json::error_handler_t::replace));
-  std::vector<ReportResult> out;
+  ReportBatchResult batch_result;
+  std::vector<ReportResult>& out = batch_result.reports;
   out.reserve(rows.size());
   for (const auto& row : rows) {
+    if (row["wake_schedulers"].as<bool>()) batch_result.wake_schedulers = true;
     ReportResult r;
     r.job = row["job_id"].as<int64_t>();
     r.attempt = row["attempt"].as<int>();
@@ -112,7 +114,7 @@ std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::stri
     }
     out.push_back(r);
   }
-  return out;
+  return batch_result;
 }
 
 std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host) {

@@ -61,12 +61,19 @@ struct ReportResult {
   bool accepted = false;
   std::string uid;  // the uid the report named (the attempt's job as the host knew it)
 };
+// The database's verdicts on a batch, one per report in its order, and
+// whether the batch freed resources while a scheduler sleeps (then
+// WakeSchedulers once it has committed).
+struct ReportBatchResult {
+  std::vector<ReportResult> reports;
+  bool wake_schedulers = false;
+};
 // Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs,
-// which wakes no scheduler: see WakeSchedulers.
-std::vector<ReportResult> ReportJobs(pqxx::transaction_base& tx, const std::string& host,
-                                     int64_t generation, const std::vector<model::Report>& reports);
+// which wakes no scheduler itself: see WakeSchedulers.
+ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host,
+                             int64_t generation, const std::vector<model::Report>& reports);
 // pgfleet.wake_schedulers for every formation: after a report batch that
-// ended attempts (freeing their resources) has committed, in a transaction of
+// freed resources while a scheduler sleeps has committed, in a transaction of
 // its own. A NOTIFY in the report's own transaction would hold PostgreSQL's
 // lock on the database's notification queue until that commit is flushed,
 // one reporting host at a time (docs/benchmarks.md).

@@ -8,6 +8,16 @@ drop function if exists pgfleet.report_exit(pgfleet.jobs, text, jsonb);
 drop function if exists pgfleet.report_lost(pgfleet.jobs, text, text);
 -- (Before p_wake; the same calls reach the new one through its default.)
 drop function if exists pgfleet.report_jobs(text, bigint, jsonb);
+-- Before its wake_schedulers column: a function's result columns change only
+-- by dropping it, so the old one goes, once.
+do $$
+begin
+  if exists (select 1 from pg_proc p
+              where p.oid = to_regprocedure('pgfleet.report_jobs(text, bigint, jsonb, boolean)')
+                and not ('wake_schedulers' = any (p.proargnames))) then
+    drop function pgfleet.report_jobs(text, bigint, jsonb, boolean);
+  end if;
+end $$;
 
 create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal integer,
                                                   p_oom boolean, p_error text)
@@ -71,13 +81,18 @@ comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
 -- alone (jobs that started and run on) takes one statement instead, with the
 -- same outcome (tests/integration/report_jobs_test.cpp).
 -- p_wake: whether this call wakes sleeping schedulers when it frees resources.
--- hostd passes false and wakes them itself in a statement of its own once the
--- batch has committed (pgfleet.wake_schedulers): a NOTIFY holds a lock on the
--- database until its transaction's commit is flushed, so reports that each
--- sent one committed one at a time on a durable server (docs/benchmarks.md).
+-- hostd passes false: a NOTIFY holds a lock on the database until its
+-- transaction's commit is flushed, so reports that each sent one committed
+-- one at a time on a durable server (docs/benchmarks.md). The call then says
+-- in wake_schedulers (the same on every row) whether the caller must call
+-- pgfleet.wake_schedulers once the batch has committed: only when it freed
+-- resources while a scheduler sleeps. When none sleeps, the idle lock it took
+-- shared (pgfleet.schedulers_sleep) keeps any from falling asleep before this
+-- commits without looking at the freed room first, so no wake is needed, and
+-- a busy control plane spends no statement on one.
 create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb,
                                                p_wake boolean default true)
-returns table (job_id bigint, attempt integer, kind text, accepted boolean)
+returns table (job_id bigint, attempt integer, kind text, accepted boolean, wake_schedulers boolean)
 language plpgsql security definer set search_path = pgfleet, pg_temp
 -- Generic plans: every statement below reaches jobs by primary key whatever
 -- the batch, and planning the batch statement anew (a custom plan) took
@@ -103,12 +118,13 @@ declare
   v_kinds text[];
   v_accepted boolean[];
   v_freed boolean;
+  v_wake boolean := false;
   v_changed bigint[];
 begin
   perform pgfleet.require_host(p_host);
   if not exists (select 1 from pgfleet.hosts h where h.id = p_host and h.generation = p_generation) then
     -- An older generation of the host: nothing it says applies.
-    return query select (e ->> 'job')::bigint, (e ->> 'attempt')::integer, e ->> 'kind', false
+    return query select (e ->> 'job')::bigint, (e ->> 'attempt')::integer, e ->> 'kind', false, false
                    from jsonb_array_elements(p_reports) with ordinality t(e, n) order by n;
     return;
   end if;
@@ -161,7 +177,8 @@ begin
     if exists (select 1 from pgfleet.job_waiters) then
       perform pgfleet.notify_waiters(v_changed);
     end if;
-    return query select u.j, u.a, 'running'::text, u.ok from unnest(v_jobs, v_attempts, v_accepted) u(j, a, ok);
+    return query select u.j, u.a, 'running'::text, u.ok, false
+                   from unnest(v_jobs, v_attempts, v_accepted) u(j, a, ok);
     return;
   end if;
   -- Lock the attempts first, in id order: the second statement then sees them
@@ -307,8 +324,10 @@ begin
   end if;
   if v_freed and p_wake then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
+  elsif v_freed then
+    v_wake := pgfleet.schedulers_sleep();
   end if;
-  return query select * from unnest(v_jobs, v_attempts, v_kinds, v_accepted);
+  return query select u.*, v_wake from unnest(v_jobs, v_attempts, v_kinds, v_accepted) u;
 end $$;
 comment on function pgfleet.report_jobs(text, bigint, jsonb, boolean) is
-  'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; hostd passes false and calls pgfleet.wake_schedulers after the commit.';
+  'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; without it (hostd), wake_schedulers says on every row whether resources were freed while a scheduler sleeps, and the caller then calls pgfleet.wake_schedulers after the commit.';

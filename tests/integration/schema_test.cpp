@@ -453,35 +453,67 @@ TEST(Heartbeat, AnswersTheDigestOfTheHostsLiveAttemptsAndHowManyToStop) {
   EXPECT_EQ(db.Scalar("select count(*) from pgfleet.heartbeat('nobody', 1, 0)"), "0");
 }
 
-// A report that frees resources wakes a sleeping scheduler by default; with
-// p_wake false (as hostd calls it, waking schedulers itself after the commit)
-// it sends no NOTIFY, so its commit holds no lock on the notification queue.
+// A report that frees resources wakes a sleeping scheduler by default. With
+// p_wake false (as hostd calls it) it sends no NOTIFY, so its commit holds no
+// lock on the notification queue, and says in wake_schedulers whether the
+// caller must wake them after the commit: only if it freed resources while a
+// scheduler sleeps. While none sleeps, none can fall asleep (and miss the
+// room) until the report has committed.
 TEST(ReportJobsWake, FreedResourcesNotifyUnlessTheCallerWakesSchedulersItself) {
   TestDatabase db;
   const std::string gen = db.Scalar(
       "select pgfleet.register_host('h1', 'http://127.0.0.1:1', 1000, 1000, '{}', 'sim', null)");
   db.Scalar(
       "insert into pgfleet.jobs (command, cpu, memory) select array['true'], 100, 64 "
-      "from generate_series(1, 2)");
+      "from generate_series(1, 4)");
   ASSERT_EQ(db.Count("select count(*) from pgfleet.assign_jobs((select jsonb_agg("
                      "jsonb_build_object('job', id, 'host', 'h1')) from pgfleet.jobs))"),
-            2);
+            4);
   auto listener = db.Connect();
   Collector collector(*listener, model::kWorkChannel);
-  ASSERT_TRUE(TryIdleLock(*listener));
-  auto exited = [&](const std::string& job, const std::string& wake) {
-    return db.Scalar("select string_agg(accepted::text, ',') from pgfleet.report_jobs('h1', " +
-                     gen + ", jsonb_build_array(jsonb_build_object('job', " + job +
-                     ", 'attempt', 1, 'kind', 'exited', 'exit_code', 0))" + wake + ")");
+  // One report of the n-th job (by id) on `conn`: its accepted and
+  // wake_schedulers columns.
+  auto report = [&](pqxx::transaction_base& tx, int n, const std::string& kind,
+                    const std::string& wake) {
+    auto r = tx.exec1(
+        "select accepted || ' ' || wake_schedulers from pgfleet.report_jobs('h1', " + gen +
+        ", (select jsonb_build_array(jsonb_build_object('job', id, 'attempt', 1, 'kind', '" + kind +
+        "', 'exit_code', 0)) from pgfleet.jobs order by id offset " + std::to_string(n - 1) +
+        " limit 1)" + wake + ")");
+    return r[0].as<std::string>();
   };
-  EXPECT_EQ(exited("(select min(id) from pgfleet.jobs)", ", false"), "true");
+  auto reporter = db.Connect();
+  auto other_scheduler = db.Connect();
+  // No scheduler asleep: freed, no wake asked for, and no scheduler may
+  // fall asleep before this commits.
+  {
+    pqxx::work tx(*reporter);
+    EXPECT_EQ(report(tx, 1, "exited", ", false"), "true false");
+    EXPECT_FALSE(TryIdleLock(*other_scheduler));
+    tx.commit();
+  }
+  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "300");
+  // Asleep: a report that frees nothing asks for no wake; one that frees
+  // asks for it, and neither notifies.
+  ASSERT_TRUE(TryIdleLock(*listener));
+  {
+    pqxx::work tx(*reporter);
+    EXPECT_EQ(report(tx, 2, "running", ", false"), "true false");
+    EXPECT_EQ(report(tx, 3, "exited", ", false"), "true true");
+    tx.commit();
+  }
   CollectFor(*listener, std::chrono::milliseconds(500));
   EXPECT_TRUE(collector.payloads.empty());
-  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "100");  // freed all the same
-  EXPECT_EQ(exited("(select max(id) from pgfleet.jobs)", ""), "true");
+  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "200");  // freed all the same
+  // By default the report wakes them itself.
+  {
+    pqxx::work tx(*reporter);
+    EXPECT_EQ(report(tx, 4, "exited", ""), "true false");
+    tx.commit();
+  }
   CollectFor(*listener, std::chrono::milliseconds(500));
   EXPECT_EQ(collector.payloads, std::vector<std::string>{"*"});
-  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "0");
+  EXPECT_EQ(db.Scalar("select cpu_allocated from pgfleet.hosts"), "100");
 }
 
 // The insert trigger checks a one-row statement in PL/pgSQL expressions and
