@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +13,74 @@
 #include "schedulerd/service.h"
 
 namespace pgfleet::schedulerd {
+
+placement::Plan FormationPass::PlanOnHeldHosts(pqxx::transaction_base& tx,
+                                               const std::vector<placement::JobRequest>& todo,
+                                               std::vector<placement::HostView> hosts,
+                                               std::set<std::string>* held) {
+  for (int round = 0;; ++round) {
+    placement::Plan plan = placement::PlanPlacements(todo, hosts);
+    std::set<std::string> want;
+    for (const auto& p : plan.placements) {
+      if (!held->count(p.host_id)) want.insert(p.host_id);
+    }
+    if (want.empty()) return plan;
+    if (round == model::kHoldRounds) {
+      // Still planned onto hosts held elsewhere: those jobs wait for the
+      // next pass, with the words of a job that found no room.
+      std::vector<placement::Placement> kept;
+      for (auto& p : plan.placements) {
+        if (held->count(p.host_id)) {
+          kept.push_back(std::move(p));
+          continue;
+        }
+        for (const auto& j : todo) {
+          if (j.id == p.job_id)
+            plan.unplaced.push_back({j.id, placement::CapacityReason(j), false});
+        }
+      }
+      plan.placements = std::move(kept);
+      return plan;
+    }
+    const auto got = store::LockHosts(tx, std::vector<std::string>(want.begin(), want.end()));
+    // What the plan puts on each host it newly locked.
+    std::map<std::string, std::pair<int64_t, int64_t>> load;
+    std::map<int64_t, const placement::JobRequest*> by_id;
+    for (const auto& j : todo) by_id[j.id] = &j;
+    for (const auto& p : plan.placements) {
+      if (!want.count(p.host_id)) continue;
+      load[p.host_id].first += by_id[p.job_id]->cpu;
+      load[p.host_id].second += by_id[p.job_id]->memory;
+    }
+    bool stands = true;  // every host locked, with room for what the plan puts there
+    for (auto& h : hosts) {
+      if (!want.count(h.id)) continue;
+      auto it = got.find(h.id);
+      if (it == got.end()) {
+        // Held elsewhere (or no longer up): full for this pass's plans.
+        h.cpu_allocated = std::max(h.cpu_allocated, h.cpu_total);
+        h.memory_allocated = std::max(h.memory_allocated, h.memory_total);
+        stands = false;
+        metrics_.Add("pgfleet_scheduler_hosts_held_elsewhere_total", 1);
+        continue;
+      }
+      held->insert(h.id);
+      const store::LockedHost& now = it->second;
+      h.cpu_total = now.cpu;
+      h.memory_total = now.memory;
+      h.cpu_allocated = now.cpu_allocated;
+      h.memory_allocated = now.memory_allocated;
+      // Room freed since the snapshot leaves the plan standing; room taken
+      // since does not.
+      const auto& [cpu, memory] = load[h.id];
+      if (int64_t{now.cpu_allocated} + cpu > now.cpu ||
+          int64_t{now.memory_allocated} + memory > now.memory) {
+        stands = false;
+      }
+    }
+    if (stands) return plan;
+  }
+}
 
 FormationPass::Placed FormationPass::Place(
     pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
@@ -26,6 +95,7 @@ FormationPass::Placed FormationPass::Place(
   // What this pass assigned to each host, charged to the pass's snapshot at
   // the end (the next formation's first round plans against it).
   std::map<std::string, std::pair<int, int>> charged;  // host -> cpu, memory
+  std::set<std::string> held;                          // hosts this transaction holds
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
@@ -39,7 +109,7 @@ FormationPass::Placed FormationPass::Place(
       reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, h.suspensions, {}};
       hosts.push_back(std::move(h.view));
     }
-    auto plan = placement::PlanPlacements(todo, std::move(hosts));
+    auto plan = PlanOnHeldHosts(tx, todo, std::move(hosts), &held);
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;

@@ -4,7 +4,8 @@
 // placement::PlanPlacements), assign conditionally, record why the rest wait.
 //
 //   try_lock_formation -> [service: ReconcileReplicas] -> ClaimPending
-//     -> rounds of { LoadHostSnapshot -> PlanPlacements -> AssignJobs }
+//     -> rounds of { LoadHostSnapshot -> rounds of { PlanPlacements -> LockHosts }
+//                    -> AssignJobs }
 //     -> commit -> assignments handed to the dispatcher
 //     -> SetPendingReasons (those that changed, in a statement of its own)
 //
@@ -12,11 +13,15 @@
 // pg_try_advisory_xact_lock(lock class, formation id): if this process dies
 // mid-decision, PostgreSQL rolls it back and frees the lock at once. The
 // claim reads without locking (the advisory lock keeps other schedulers off
-// the formation); AssignJobs locks the jobs it assigns, then their hosts.
+// the formation); LockHosts locks the hosts a plan uses before AssignJobs
+// locks the jobs it assigns, neither ever waiting (skip locked).
 // Only assignments that committed reach *out. Called by the scheduler loop only.
 
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/metrics/metrics.h"
 #include "schedulerd/dispatch.h"
@@ -58,8 +63,20 @@ class FormationPass {
     std::map<int64_t, Waiting> reasons;  // job id -> why it still waits
     size_t assigned = 0;
   };
-  // Optimistic rounds: plan against a snapshot, commit per host conditionally;
-  // jobs whose host filled up meanwhile are re-planned against fresh state.
+  // Plans `todo` on `hosts` and locks the hosts the plan uses
+  // (store::LockHosts), planning again with their allocations as locked, and
+  // without those another transaction holds, until the plan uses only hosts
+  // this transaction holds (*held); after model::kHoldRounds, jobs still
+  // planned elsewhere wait for the next pass. Two schedulers with the same
+  // snapshot then place on different hosts instead of both on the first
+  // ones, where one's assignment failed and was planned again.
+  placement::Plan PlanOnHeldHosts(pqxx::transaction_base& tx,
+                                  const std::vector<placement::JobRequest>& todo,
+                                  std::vector<placement::HostView> hosts,
+                                  std::set<std::string>* held);
+  // Rounds of: plan on held hosts (PlanOnHeldHosts), assign (which can still
+  // leave out a job another transaction holds or cancelled); jobs left out
+  // are planned again against fresh state.
   Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
                std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 

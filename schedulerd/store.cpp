@@ -65,6 +65,16 @@ constexpr db::Statement kLoadHostSnapshot{
     // 1,000 hosts against 1 ms (docs/benchmarks.md)
     "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
 
+// The hosts of $1 still up and not suspended, locked for the pass (skipping
+// those another transaction holds), as locked.
+constexpr db::Statement kLockHosts{
+    "schedulerd_lock_hosts",
+    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated from pgfleet.hosts h"
+    " where h.id = any($1::text[]) and h.state = 'up'"
+    "   and (h.suspended_until is null or h.suspended_until <= now())"
+    " order by h.id"
+    "   for update of h skip locked"};
+
 constexpr db::Statement kLoadHostConfigs{
     "schedulerd_load_host_configs",
     "select h.id, h.config_version, h.labels::text as labels, h.api_url,"
@@ -160,11 +170,26 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 }
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kClaimPending, &kLoadHostSnapshot,
-                        &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas,
-                        &kCreateReplicas, &kStopJobs, &kStopsToForward, &kHeartbeat,
-                        &kHostTtlSeconds, &kSweepLostHosts, &kEvictOverdueDrains, &kTryLockPrune,
-                        &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
+  db::PrepareAll(conn, {&kFormationsToWork,
+                        &kLockFormation,
+                        &kClaimPending,
+                        &kLoadHostSnapshot,
+                        &kLockHosts,
+                        &kLoadHostConfigs,
+                        &kAssignJobs,
+                        &kSetPendingReasons,
+                        &kLiveReplicas,
+                        &kCreateReplicas,
+                        &kStopJobs,
+                        &kStopsToForward,
+                        &kHeartbeat,
+                        &kHostTtlSeconds,
+                        &kSweepLostHosts,
+                        &kEvictOverdueDrains,
+                        &kTryLockPrune,
+                        &kPruneFinished,
+                        &kForgetStaleSchedulers,
+                        &kPruneDeletedFormations});
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {
@@ -250,6 +275,17 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
     seen.insert(configs->extract(it));
   }
   configs->swap(seen);  // hosts no longer feasible are forgotten
+  return out;
+}
+
+std::map<std::string, LockedHost> LockHosts(pqxx::transaction_base& tx,
+                                            const std::vector<std::string>& ids) {
+  std::map<std::string, LockedHost> out;
+  for (const auto& r : db::Exec(tx, kLockHosts, db::ArrayParam(ids))) {
+    out[r["id"].as<std::string>()] = {r["cpu"].as<int>(), r["memory"].as<int>(),
+                                      r["cpu_allocated"].as<int>(),
+                                      r["memory_allocated"].as<int>()};
+  }
   return out;
 }
 

@@ -10,9 +10,12 @@
 //   scope (the formation pass runs claim, snapshot and assign in one
 //   transaction that holds the formation's advisory lock, and the pending
 //   reasons in a statement of their own after it commits).
-// - Lock order is jobs before hosts: AssignJobs locks the jobs it assigns and
-//   then the hosts it charges; LiveReplicas locks job rows only. ClaimPending
-//   locks nothing (the formation's advisory lock keeps other schedulers out).
+// - No wait for a lock once a pass holds hosts: LockHosts and AssignJobs skip
+//   rows another transaction holds instead of waiting (so a pass is never
+//   in a deadlock, whatever order others lock jobs and hosts in: reports lock
+//   jobs, then their host). LiveReplicas, which waits for job rows, runs
+//   before LockHosts. ClaimPending locks nothing (the formation's advisory
+//   lock keeps other schedulers out).
 // Only schedulerd/ calls this module; SQL text appears nowhere else in schedulerd.
 
 #include <cstdint>
@@ -92,6 +95,20 @@ using HostConfigs = std::unordered_map<std::string, HostConfig>;  // by host id
 // Reads what *configs lacks or has at an older version, and leaves in it
 // only the hosts returned.
 std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfigs* configs);
+
+struct LockedHost {
+  int cpu = 0, memory = 0;                      // totals
+  int cpu_allocated = 0, memory_allocated = 0;  // as locked
+};
+// Locks, until the transaction ends, the hosts of `ids` still up and not
+// suspended, skipping those another transaction holds (another scheduler's
+// pass, a report, an operator): those locked, as locked, by id. A pass
+// plans on hosts it holds alone, so schedulers placing at once never plan
+// onto the same room (where only one plan per host could commit and the
+// others were planned again: docs/benchmarks.md), and nothing changes a
+// held host's room before the pass commits. It never waits.
+std::map<std::string, LockedHost> LockHosts(pqxx::transaction_base& tx,
+                                            const std::vector<std::string>& ids);
 
 struct Assignment {
   int64_t job_id = 0;

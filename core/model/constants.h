@@ -42,10 +42,15 @@ inline constexpr int kDefaultHostTtlSeconds = 10;
 // kills them). SQL: pgfleet.host_loss_limit().
 inline constexpr int kHostLossLimit = 3;
 
-// Optimistic placement: a formation's unplaced jobs are re-planned against a
-// fresh snapshot at most this many times per transaction when another
-// scheduler took the capacity first (scheduler-only; no SQL counterpart).
+// A formation's planned jobs that assign_jobs left out (held by another
+// transaction, cancelled meanwhile) are re-planned against a fresh snapshot
+// at most this many times per transaction (scheduler-only; no SQL
+// counterpart).
 inline constexpr int kReplanRounds = 3;
+// How many times a pass plans again after finding hosts of its plan held by
+// another transaction (schedulerd's FormationPass::PlanOnHeldHosts); jobs
+// still planned onto such hosts after that wait for the next pass.
+inline constexpr int kHoldRounds = 4;
 
 // Why a job waits (jobs.error) is written for the first this many jobs a
 // formation's pass claims, in placement order; behind them only when the job

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <utility>
 
 namespace pgfleet::placement {
@@ -204,16 +205,34 @@ Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hos
 Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
   std::stable_sort(jobs.begin(), jobs.end(), PlacesBefore);
   const std::vector<size_t> by_id = HostsById(hosts);
-  std::map<std::pair<Constraints, bool>, std::vector<size_t>> matching_by_constraints;
+  struct Group {
+    std::vector<size_t> matching;
+    // The smallest request seen to find no room in this group: room only
+    // shrinks during a plan, so a request at least as large in both finds
+    // none either, without a look at every host (a burst of like jobs on a
+    // full fleet: most of a plan's time went to those looks).
+    std::optional<std::pair<int, int>> no_room;
+  };
+  std::map<std::pair<Constraints, bool>, Group> groups;
 
   Plan plan;
   plan.placements.reserve(jobs.size());
   for (const JobRequest& job : jobs) {
-    auto [it, inserted] = matching_by_constraints.try_emplace({job.constraints, job.privileged});
-    if (inserted) it->second = MatchingHosts(job.constraints, job.privileged, hosts, by_id);
-    const std::vector<size_t>& matching = it->second;
+    auto [it, inserted] = groups.try_emplace({job.constraints, job.privileged});
+    if (inserted)
+      it->second.matching = MatchingHosts(job.constraints, job.privileged, hosts, by_id);
+    Group& group = it->second;
+    const std::vector<size_t>& matching = group.matching;
 
-    const size_t best = RequestError(job).empty() ? PickHost(job, matching, hosts) : kNoHost;
+    size_t best = kNoHost;
+    if (RequestError(job).empty() && !(group.no_room && job.cpu >= group.no_room->first &&
+                                       job.memory >= group.no_room->second)) {
+      best = PickHost(job, matching, hosts);
+      if (best == kNoHost && (!group.no_room || (job.cpu <= group.no_room->first &&
+                                                 job.memory <= group.no_room->second))) {
+        group.no_room = std::make_pair(job.cpu, job.memory);
+      }
+    }
     if (best == kNoHost) {
       plan.unplaced.push_back(Explain(job, matching, hosts));
       continue;

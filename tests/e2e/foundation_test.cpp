@@ -325,6 +325,24 @@ TEST_F(FoundationTest, OnlyTheHeadOfAFullQueueIsToldItWaitsButAJobThatCanNeverRu
 // A host whose dispatches failed before (its suspension over) and that takes
 // a batch again starts its backoff from the beginning: the scheduler, which
 // read its count of failures with the pass, resets it once the batch is taken.
+// A pass plans only on hosts it can lock (as another scheduler's pass, or a
+// report, holds a host while it places on it or frees it): a host held
+// elsewhere counts as full, and the job goes to the next best host at once
+// instead of being planned onto the held one again and again.
+TEST_F(FoundationTest, AJobGoesPastAHostAnotherTransactionHoldsWithoutWaitingForIt) {
+  auto other = db_.Connect();
+  pqxx::work holding(*other);
+  holding.exec("select 1 from pgfleet.hosts where id = 'h1' for update");
+  // h1 is the bin-packing choice (fuller after this job than h2 would be).
+  std::string id = RunUntil({"--", "true"}, "succeeded");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ("h2", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+  holding.abort();
+  id = RunUntil({"--", "true"}, "succeeded");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ("h1", db_.Scalar("select host_id from pgfleet.jobs where id = " + id));
+}
+
 TEST_F(FoundationTest, AHostThatTakesABatchAgainHasItsBackoffReset) {
   db_.Scalar("update pgfleet.hosts set suspensions = 3 where id = 'h2'");
   std::string id = RunUntil({"--constraint", "zone=b", "--", "true"}, "succeeded");

@@ -250,6 +250,29 @@ TEST(Placement, EachPlacementTakesRoomFromLaterJobs) {
   EXPECT_EQ(where.at(2), "h2");
 }
 
+// A request that found no room is not looked for again for a request at
+// least as large in cpu and memory (room only shrinks during a plan), but a
+// smaller one in either is still placed where it fits.
+TEST(Placement, AfterARequestFindsNoRoomSmallerOnesStillFitWhatIsLeft) {
+  const Plan plan =
+      PlanPlacements({Job(1, 600, 100), Job(2, 600, 100), Job(3, 600, 100), Job(4, 700, 100),
+                      Job(5, 300, 100), Job(6, 300, 900), Job(7, 100, 50, 50, {{"zone", "b"}})},
+                     {Host("h1", 1000, 1000), Host("h2", 1000, 1000, {{"zone", "b"}})});
+  // 1 on h1, 2 on h2, 3 nowhere (400m left on each), 4 (larger) nowhere
+  // without a look; 5 (less cpu) into h1's 400m; 6 (less cpu, more memory)
+  // still looked for, and on h2; 7 (another group) finds h2's memory gone.
+  EXPECT_EQ(Where(plan),
+            (std::map<int64_t, std::string>{{1, "h1"}, {2, "h2"}, {5, "h1"}, {6, "h2"}}));
+  ASSERT_EQ(plan.unplaced.size(), 3u);
+  const std::vector<JobRequest> waiting = {Job(3, 600, 100), Job(4, 700, 100),
+                                           Job(7, 100, 50, 50, {{"zone", "b"}})};
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    EXPECT_EQ(plan.unplaced[i].job_id, waiting[i].id);
+    EXPECT_EQ(plan.unplaced[i].reason, CapacityReason(waiting[i]));
+    EXPECT_FALSE(plan.unplaced[i].never_fits);
+  }
+}
+
 TEST(Placement, BinPackingFillsOneHostBeforeStartingAnother) {
   std::vector<JobRequest> jobs;
   for (int i = 1; i <= 6; ++i) jobs.push_back(Job(i, 250, 250));
