@@ -109,7 +109,12 @@ FormationPass::Placed FormationPass::Place(
       reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, h.suspensions, {}};
       hosts.push_back(std::move(h.view));
     }
-    auto plan = PlanOnHeldHosts(tx, todo, std::move(hosts), &held);
+    // A few jobs (a lone insert's) go straight to assign_jobs, which still
+    // refuses a host that filled up: one round trip less on their way to
+    // running. Many, or any left out by a first try, lock their hosts first.
+    auto plan = round == 0 && todo.size() <= static_cast<size_t>(model::kPlanWithoutLocksUpTo)
+                    ? placement::PlanPlacements(todo, std::move(hosts))
+                    : PlanOnHeldHosts(tx, todo, std::move(hosts), &held);
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;

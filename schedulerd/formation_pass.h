@@ -5,7 +5,7 @@
 //
 //   try_lock_formation -> [service: ReconcileReplicas] -> ClaimPending
 //     -> rounds of { LoadHostSnapshot -> rounds of { PlanPlacements -> LockHosts }
-//                    -> AssignJobs }
+//                    -> AssignJobs }  (a first plan of a few jobs: no LockHosts)
 //     -> commit -> assignments handed to the dispatcher
 //     -> SetPendingReasons (those that changed, in a statement of its own)
 //

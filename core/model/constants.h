@@ -51,6 +51,10 @@ inline constexpr int kReplanRounds = 3;
 // another transaction (schedulerd's FormationPass::PlanOnHeldHosts); jobs
 // still planned onto such hosts after that wait for the next pass.
 inline constexpr int kHoldRounds = 4;
+// A pass's first plan for at most this many claimed jobs is assigned without
+// locking its hosts first (a lone job's start is one round trip shorter); a
+// job it leaves out is planned again with them locked.
+inline constexpr int kPlanWithoutLocksUpTo = 8;
 
 // Why a job waits (jobs.error) is written for the first this many jobs a
 // formation's pass claims, in placement order; behind them only when the job

@@ -325,10 +325,11 @@ TEST_F(FoundationTest, OnlyTheHeadOfAFullQueueIsToldItWaitsButAJobThatCanNeverRu
 // A host whose dispatches failed before (its suspension over) and that takes
 // a batch again starts its backoff from the beginning: the scheduler, which
 // read its count of failures with the pass, resets it once the batch is taken.
-// A pass plans only on hosts it can lock (as another scheduler's pass, or a
-// report, holds a host while it places on it or frees it): a host held
-// elsewhere counts as full, and the job goes to the next best host at once
-// instead of being planned onto the held one again and again.
+// A job a pass could not assign because another transaction holds its host
+// (another scheduler's pass placing on it, a report freeing it) is planned
+// again on hosts the pass can lock: the held one counts as full, and the job
+// goes to the next best host in the same pass instead of being planned onto
+// the held one again and again.
 TEST_F(FoundationTest, AJobGoesPastAHostAnotherTransactionHoldsWithoutWaitingForIt) {
   auto other = db_.Connect();
   pqxx::work holding(*other);
