@@ -209,8 +209,8 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
     std::vector<size_t> matching;
     // The smallest request seen to find no room in this group: room only
     // shrinks during a plan, so a request at least as large in both finds
-    // none either, without a look at every host (a burst of like jobs on a
-    // full fleet: most of a plan's time went to those looks).
+    // none either, without a look at every host (a claim of like jobs on a
+    // full fleet looked at every host once per job).
     std::optional<std::pair<int, int>> no_room;
   };
   std::map<std::pair<Constraints, bool>, Group> groups;
