@@ -14,10 +14,10 @@
 
 namespace pgfleet::schedulerd {
 
-placement::Plan FormationPass::PlanOnHeldHosts(pqxx::transaction_base& tx,
-                                               const std::vector<placement::JobRequest>& todo,
-                                               std::vector<placement::HostView> hosts,
-                                               std::set<std::string>* held) {
+placement::Plan FormationPass::PlanOnHeldHosts(
+    pqxx::transaction_base& tx, const std::vector<placement::JobRequest>& todo,
+    const std::map<int64_t, const placement::JobRequest*>& requests,
+    std::vector<placement::HostView> hosts, std::set<std::string>* held) {
   for (int round = 0;; ++round) {
     placement::Plan plan = placement::PlanPlacements(todo, hosts);
     std::set<std::string> want;
@@ -34,10 +34,8 @@ placement::Plan FormationPass::PlanOnHeldHosts(pqxx::transaction_base& tx,
           kept.push_back(std::move(p));
           continue;
         }
-        for (const auto& j : todo) {
-          if (j.id == p.job_id)
-            plan.unplaced.push_back({j.id, placement::CapacityReason(j), false});
-        }
+        plan.unplaced.push_back(
+            {p.job_id, placement::CapacityReason(*requests.at(p.job_id)), false});
       }
       plan.placements = std::move(kept);
       return plan;
@@ -45,12 +43,10 @@ placement::Plan FormationPass::PlanOnHeldHosts(pqxx::transaction_base& tx,
     const auto got = store::LockHosts(tx, std::vector<std::string>(want.begin(), want.end()));
     // What the plan puts on each host it newly locked.
     std::map<std::string, std::pair<int64_t, int64_t>> load;
-    std::map<int64_t, const placement::JobRequest*> by_id;
-    for (const auto& j : todo) by_id[j.id] = &j;
     for (const auto& p : plan.placements) {
       if (!want.count(p.host_id)) continue;
-      load[p.host_id].first += by_id[p.job_id]->cpu;
-      load[p.host_id].second += by_id[p.job_id]->memory;
+      load[p.host_id].first += requests.at(p.job_id)->cpu;
+      load[p.host_id].second += requests.at(p.job_id)->memory;
     }
     bool stands = true;  // every host locked, with room for what the plan puts there
     for (auto& h : hosts) {
@@ -114,7 +110,7 @@ FormationPass::Placed FormationPass::Place(
     // running. Many, or any left out by a first try, lock their hosts first.
     auto plan = round == 0 && todo.size() <= static_cast<size_t>(model::kPlanWithoutLocksUpTo)
                     ? placement::PlanPlacements(todo, std::move(hosts))
-                    : PlanOnHeldHosts(tx, todo, std::move(hosts), &held);
+                    : PlanOnHeldHosts(tx, todo, requests, std::move(hosts), &held);
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;

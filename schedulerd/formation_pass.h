@@ -17,6 +17,8 @@
 // locks the jobs it assigns, neither ever waiting (skip locked).
 // Only assignments that committed reach *out. Called by the scheduler loop only.
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <pqxx/pqxx>
 #include <set>
@@ -70,8 +72,10 @@ class FormationPass {
   // planned elsewhere wait for the next pass. Two schedulers with the same
   // snapshot then place on different hosts instead of both on the first
   // ones, where one's assignment failed and was planned again.
+  // requests: every job of todo by id.
   placement::Plan PlanOnHeldHosts(pqxx::transaction_base& tx,
                                   const std::vector<placement::JobRequest>& todo,
+                                  const std::map<int64_t, const placement::JobRequest*>& requests,
                                   std::vector<placement::HostView> hosts,
                                   std::set<std::string>* held);
   // Rounds of: plan on held hosts (PlanOnHeldHosts), assign (which can still

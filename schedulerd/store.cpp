@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "core/db/statements.h"
-#include "core/model/constants.h"
 #include "core/model/states.h"
 #include "core/util/text.h"
 
@@ -122,36 +121,6 @@ constexpr db::Statement kStopsToForward{
     "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where j.desired_state = 'stop' and j.state in ('assigned', 'running')"};
 
-constexpr db::Statement kHeartbeat{
-    "schedulerd_heartbeat",
-    "insert into pgfleet.schedulers (id, hostname, pid, metrics_url) values ($1, $2, $3, $4)"
-    " on conflict (id) do update set last_seen = now(), hostname = excluded.hostname,"
-    " pid = excluded.pid, metrics_url = excluded.metrics_url"};
-
-constexpr db::Statement kHostTtlSeconds{
-    "schedulerd_host_ttl_seconds",
-    "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
-
-constexpr db::Statement kSweepLostHosts{
-    "schedulerd_sweep_lost_hosts", "select host_id, requeued from pgfleet.sweep_lost_hosts($1)"};
-
-constexpr db::Statement kEvictOverdueDrains{"schedulerd_evict_overdue_drains",
-                                            "select pgfleet.evict_overdue_drains() as evicted"};
-
-constexpr db::Statement kTryLockPrune{"schedulerd_try_lock_prune",
-                                      "select pg_try_advisory_xact_lock($1, $2) as locked"};
-
-constexpr db::Statement kPruneFinished{
-    "schedulerd_prune_finished",
-    "select pgfleet.prune_finished(make_interval(secs => $1), $2) as pruned"};
-
-constexpr db::Statement kForgetStaleSchedulers{
-    "schedulerd_forget_stale_schedulers",
-    "delete from pgfleet.schedulers where last_seen < now() - interval '1 day'"};
-
-constexpr db::Statement kPruneDeletedFormations{"schedulerd_prune_deleted_formations",
-                                                "select pgfleet.prune_deleted_formations()"};
-
 std::map<std::string, std::string> JsonToMap(const std::string& text) {
   std::map<std::string, std::string> m;
   auto j = json::parse(text, nullptr, false);
@@ -170,26 +139,10 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 }
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kFormationsToWork,
-                        &kLockFormation,
-                        &kClaimPending,
-                        &kLoadHostSnapshot,
-                        &kLockHosts,
-                        &kLoadHostConfigs,
-                        &kAssignJobs,
-                        &kSetPendingReasons,
-                        &kLiveReplicas,
-                        &kCreateReplicas,
-                        &kStopJobs,
-                        &kStopsToForward,
-                        &kHeartbeat,
-                        &kHostTtlSeconds,
-                        &kSweepLostHosts,
-                        &kEvictOverdueDrains,
-                        &kTryLockPrune,
-                        &kPruneFinished,
-                        &kForgetStaleSchedulers,
-                        &kPruneDeletedFormations});
+  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kClaimPending, &kLoadHostSnapshot,
+                        &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
+                        &kLiveReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward});
+  PrepareMaintenance(conn);
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {
@@ -364,42 +317,6 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
                    r["api_url"].as<std::string>(), r["ticket_key"].as<std::string>()});
   }
   return out;
-}
-
-void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
-               const std::string& hostname, int pid, const std::string& metrics_url) {
-  db::Exec0(tx, kHeartbeat, scheduler_id, hostname, pid, db::NullIfEmpty(metrics_url));
-}
-
-double HostTtlSeconds(pqxx::transaction_base& tx) {
-  return db::Exec1(tx, kHostTtlSeconds)["seconds"].as<double>();
-}
-
-std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds) {
-  auto rows = db::Exec(tx, kSweepLostHosts, ttl_seconds);
-  std::vector<LostHost> out;
-  out.reserve(rows.size());
-  for (const auto& r : rows) {
-    out.push_back({r["host_id"].as<std::string>(), r["requeued"].as<int>()});
-  }
-  return out;
-}
-
-int EvictOverdueDrains(pqxx::transaction_base& tx) {
-  return db::Exec1(tx, kEvictOverdueDrains)["evicted"].as<int>();
-}
-
-bool TryLockPrune(pqxx::transaction_base& tx) {
-  return db::Exec1(tx, kTryLockPrune, model::kLockClass, model::kPruneLockKey)["locked"].as<bool>();
-}
-
-int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit) {
-  return db::Exec1(tx, kPruneFinished, retain_seconds, limit)["pruned"].as<int>();
-}
-
-void ForgetRetired(pqxx::transaction_base& tx) {
-  db::Exec0(tx, kForgetStaleSchedulers);
-  db::Exec(tx, kPruneDeletedFormations);
 }
 
 }  // namespace pgfleet::schedulerd::store

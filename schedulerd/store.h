@@ -167,6 +167,10 @@ struct StopToForward {
 std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);
 
 // --- maintenance ----------------------------------------------------------
+// (schedulerd/store_maintenance.cpp)
+
+// Prepares the statements below; Prepare calls it.
+void PrepareMaintenance(pqxx::connection& conn);
 
 // metrics_url: its /health and /metrics ("" = unknown, stored as null).
 void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
@@ -187,7 +191,6 @@ int EvictOverdueDrains(pqxx::transaction_base& tx);
 bool TryLockPrune(pqxx::transaction_base& tx);
 // Deletes up to `limit` finished jobs older than retain_seconds; returns how many.
 int PruneFinished(pqxx::transaction_base& tx, double retain_seconds, int limit);
-// Forgets schedulers not seen for a day.
 // Forgets schedulers silent for a day and the rows of deleted formations
 // whose last job was pruned.
 void ForgetRetired(pqxx::transaction_base& tx);
