@@ -27,12 +27,14 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
   double ttl = config_.host_ttl_seconds;
   if (ttl <= 0) ttl = store::HostTtlSeconds(tx);
   auto lost = store::SweepLostHosts(tx, ttl);
+  store::LossGuard guard = store::ReadLossGuard(tx);
   int evicted = store::EvictOverdueDrains(tx);
   tx.commit();
   if (evicted > 0) {
     spdlog::info("{} jobs on draining hosts past their deadline are being stopped and requeued",
                  evicted);
   }
+  ReportGuard(guard);
   for (const auto& h : lost) {
     metrics_.Add("pgfleet_scheduler_hosts_lost_total", 1);
     metrics_.Add("pgfleet_scheduler_jobs_lost_total", h.requeued);
@@ -40,6 +42,25 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
                  h.requeued);
   }
   return evicted > 0 || !lost.empty();
+}
+
+void Maintenance::ReportGuard(const store::LossGuard& guard) {
+  metrics_.Set("pgfleet_scheduler_host_loss_held_hosts", guard.held ? guard.held_hosts : 0);
+  metrics_.Set("pgfleet_scheduler_hosts_waiting_for_loss_rate", guard.waiting_for_rate);
+  if (guard.held && !guard_.held) {
+    metrics_.Add("pgfleet_scheduler_host_loss_holds_total", 1);
+    spdlog::warn(
+        "{} of {} hosts missed heartbeats at once: treating it as a control-plane outage, none is "
+        "declared lost until heartbeats resume (pgfleet.host_loss_events)",
+        guard.held_hosts, guard.of_hosts);
+  } else if (!guard.held && guard_.held) {
+    spdlog::info("host heartbeats resumed: silent hosts are judged one by one again");
+  }
+  if (guard.waiting_for_rate > 0 && guard_.waiting_for_rate == 0) {
+    spdlog::warn("{} silent hosts wait for the host loss rate limit (pgfleet.host_loss_events)",
+                 guard.waiting_for_rate);
+  }
+  guard_ = guard;
 }
 
 void Maintenance::PruneFinished(pqxx::connection& conn) {

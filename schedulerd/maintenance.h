@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/metrics/metrics.h"
+#include "schedulerd/store.h"
 
 namespace pgfleet::schedulerd {
 
@@ -41,8 +42,12 @@ class Maintenance {
   void PruneFinished(pqxx::connection& conn);
 
  private:
+  // Logs and exposes a change of the sweep's guard.
+  void ReportGuard(const store::LossGuard& guard);
+
   MaintenanceConfig config_;
   metrics::Registry& metrics_;
+  store::LossGuard guard_;  // as last read
 };
 
 }  // namespace pgfleet::schedulerd

@@ -184,6 +184,14 @@ struct LostHost {
 };
 // Marks hosts silent for longer than ttl_seconds lost and requeues their attempts.
 std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds);
+// What the sweep's guard decided (pgfleet.host_loss_guard).
+struct LossGuard {
+  bool held = false;     // a mass loss is held: no silent host is declared lost
+  int held_hosts = 0;    // silent hosts it holds
+  int of_hosts = 0;      // hosts not lost when it was judged
+  int waiting_for_rate = 0;  // silent hosts waiting for the loss rate limit
+};
+LossGuard ReadLossGuard(pqxx::transaction_base& tx);
 // Stops and requeues jobs on draining hosts past their deadline; returns how many.
 int EvictOverdueDrains(pqxx::transaction_base& tx);
 

@@ -22,6 +22,11 @@ constexpr db::Statement kHostTtlSeconds{
 constexpr db::Statement kSweepLostHosts{
     "schedulerd_sweep_lost_hosts", "select host_id, requeued from pgfleet.sweep_lost_hosts($1)"};
 
+constexpr db::Statement kReadLossGuard{
+    "schedulerd_read_loss_guard",
+    "select held_since is not null as held, held_hosts, of_hosts, waiting_for_rate"
+    "  from pgfleet.host_loss_guard"};
+
 constexpr db::Statement kEvictOverdueDrains{"schedulerd_evict_overdue_drains",
                                             "select pgfleet.evict_overdue_drains() as evicted"};
 
@@ -43,7 +48,7 @@ constexpr db::Statement kPruneDeletedFormations{"schedulerd_prune_deleted_format
 
 void PrepareMaintenance(pqxx::connection& conn) {
   db::PrepareAll(
-      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kEvictOverdueDrains, &kTryLockPrune,
+      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard, &kEvictOverdueDrains, &kTryLockPrune,
              &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
 }
 
@@ -64,6 +69,12 @@ std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seco
     out.push_back({r["host_id"].as<std::string>(), r["requeued"].as<int>()});
   }
   return out;
+}
+
+LossGuard ReadLossGuard(pqxx::transaction_base& tx) {
+  auto r = db::Exec1(tx, kReadLossGuard);
+  return {r["held"].as<bool>(), r["held_hosts"].as<int>(), r["of_hosts"].as<int>(),
+          r["waiting_for_rate"].as<int>()};
 }
 
 int EvictOverdueDrains(pqxx::transaction_base& tx) {

@@ -80,6 +80,70 @@ language sql stable as $$
 $$;
 comment on function pgfleet.setting(text, text) is 'A value of pgfleet.settings, or the given default.';
 
+-- Every setting pgfleet reads, with its type, range and default: a row of
+-- pgfleet.settings is checked against its rule when written
+-- (settings_check, sql/020_triggers.sql), so a typo is refused with the rule
+-- instead of failing every scheduler pass that reads it.
+create or replace function pgfleet.setting_rules()
+returns table (name text, kind text, min_value numeric, max_value numeric, default_value text,
+               description text)
+language sql immutable as $$
+  values
+    ('host_ttl_seconds', 'number', 1::numeric, 86400::numeric, '10',
+     'How long a host may go without a heartbeat before it is lost.'),
+    ('max_replicas', 'integer', 0, 1000000, '10000',
+     'Most replicas a formation may ask for.'),
+    ('host_loss_guard_share', 'number', 0.01, 1, '0.55',
+     'A sweep that would declare more than this share of the hosts lost at once declares none (a control-plane outage is likelier); 1 turns the guard off.'),
+    ('host_loss_guard_min_hosts', 'integer', 1, 1000000, '3',
+     'The guard holds only when at least this many hosts are silent at once.'),
+    ('host_losses_per_minute', 'integer', 1, 1000000, '10',
+     'Hosts declared lost in any minute: at most the larger of this and host_losses_per_minute_share of the hosts.'),
+    ('host_losses_per_minute_share', 'number', 0, 1, '0.1',
+     'Share of the hosts that may be declared lost in any minute (see host_losses_per_minute).')
+$$;
+comment on function pgfleet.setting_rules() is
+  'Every setting of pgfleet.settings: its name, kind (integer or number), allowed range, default and meaning. A written value is checked against it.';
+
+-- Why `p_value` cannot be setting `p_name`, naming the rule; null when it can.
+create or replace function pgfleet.setting_problem(p_name text, p_value text) returns text
+language plpgsql immutable as $$
+declare
+  r record;
+  v numeric;
+  v_pattern text;
+begin
+  select * into r from pgfleet.setting_rules() s where s.name = p_name;
+  if not found then
+    return format('setting name must be one of %s (got "%s")',
+                  (select string_agg(s.name, ', ' order by s.name) from pgfleet.setting_rules() s),
+                  left(p_name, 100));
+  end if;
+  v_pattern := case r.kind when 'integer' then '^\s*-?[0-9]{1,20}\s*$'
+                           else '^\s*-?[0-9]{1,20}(\.[0-9]{1,20})?\s*$' end;
+  if p_value is null or p_value !~ v_pattern then
+    return format('%s must be %s (got "%s")', p_name,
+                  case r.kind when 'integer' then 'an integer' else 'a number' end,
+                  left(coalesce(p_value, 'null'), 100));
+  end if;
+  v := p_value::numeric;
+  if v < r.min_value or v > r.max_value then
+    return format('%s must be between %s and %s (got %s)', p_name, r.min_value, r.max_value, p_value);
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.setting_problem(text, text) is
+  'Why a value cannot be the named setting (unknown name, wrong kind, out of range), naming the rule; null when it can.';
+
+-- A setting's value in force: its row, or its rule's default.
+create or replace function pgfleet.setting_number(p_name text) returns numeric
+language sql stable as $$
+  select coalesce((select s.value::numeric from pgfleet.settings s where s.name = p_name),
+                  (select r.default_value::numeric from pgfleet.setting_rules() r where r.name = p_name))
+$$;
+comment on function pgfleet.setting_number(text) is
+  'A numeric setting in force: its row of pgfleet.settings, else the default of pgfleet.setting_rules().';
+
 -- The default TTL is defined here only (migration 0001 also wrote it into
 -- pgfleet.settings, where operators change it).
 create or replace function pgfleet.host_ttl() returns interval

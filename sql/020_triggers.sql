@@ -169,3 +169,26 @@ drop trigger if exists host_keys_changed on pgfleet.host_keys;
 create trigger host_keys_changed
   after insert or update or delete on pgfleet.host_keys
   for each row execute function pgfleet.host_keys_changed();
+
+-- Settings are checked when written (pgfleet.setting_rules): a typo such as
+-- host_ttl_seconds = 'abc' made every scheduler pass fail, and -5 declared
+-- every host lost.
+create or replace function pgfleet.settings_check() returns trigger
+language plpgsql as $$
+declare
+  v_problem text := pgfleet.setting_problem(new.name, new.value);
+begin
+  if v_problem is not null then
+    raise exception '%', v_problem
+      using errcode = 'check_violation', column = case when v_problem like 'setting name%' then 'name' else 'value' end;
+  end if;
+  new.value := btrim(new.value);
+  return new;
+end $$;
+comment on function pgfleet.settings_check() is
+  'Refuses a row of pgfleet.settings whose name is not a known setting or whose value breaks its rule (pgfleet.setting_rules), naming it.';
+
+drop trigger if exists settings_check on pgfleet.settings;
+create trigger settings_check
+  before insert or update on pgfleet.settings
+  for each row execute function pgfleet.settings_check();

@@ -73,8 +73,23 @@ select (select count(*) from pgfleet.host_status where state = 'up' and alive) a
        (select count(*) from pgfleet.jobs where state = 'succeeded') as jobs_succeeded,
        (select count(*) from pgfleet.jobs where state = 'failed') as jobs_failed,
        (select count(*) from pgfleet.jobs where state = 'cancelled') as jobs_cancelled,
-       (select count(*) from pgfleet.schedulers where last_seen > now() - interval '30 seconds') as schedulers;
-comment on view pgfleet.cluster_summary is 'One row: hosts, capacity and jobs by state across the cluster.';
+       (select count(*) from pgfleet.schedulers where last_seen > now() - interval '30 seconds') as schedulers,
+       g.held_since as host_loss_held_since,
+       g.held_hosts as host_loss_held_hosts,
+       g.waiting_for_rate as hosts_waiting_for_loss_rate
+  from pgfleet.host_loss_guard_status() g;
+comment on view pgfleet.cluster_summary is
+  'One row: hosts, capacity and jobs by state across the cluster, and the lost-host guard (pgfleet.host_loss_guard): since when a mass loss is held, how many silent hosts it holds, how many wait for the loss rate limit.';
+
+drop view if exists pgfleet.settings_in_force;
+create view pgfleet.settings_in_force as
+select r.name, coalesce(s.value, r.default_value) as value, s.value is not null as set,
+       r.default_value, r.kind, r.min_value, r.max_value, r.description
+  from pgfleet.setting_rules() r
+  left join pgfleet.settings s on s.name = r.name
+ order by r.name;
+comment on view pgfleet.settings_in_force is
+  'Every setting with the value in force (its pgfleet.settings row, else the default), its rule and its meaning.';
 
 drop view if exists pgfleet.allocation_drift;
 create view pgfleet.allocation_drift as

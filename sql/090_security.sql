@@ -84,7 +84,7 @@ revoke all on all tables in schema pgfleet
 
 -- Everyone who may look: the status views (they count, never show env).
 grant select on pgfleet.host_status, pgfleet.formation_status, pgfleet.cluster_summary,
-                pgfleet.visible_jobs, pgfleet.hosts
+                pgfleet.visible_jobs, pgfleet.hosts, pgfleet.settings_in_force
   to pgfleet_submitter, pgfleet_reader, pgfleet_scheduler;
 -- Settings (host TTL, limits) are read by every role's functions and views.
 grant select on pgfleet.settings
@@ -121,6 +121,17 @@ grant select on all tables in schema pgfleet to pgfleet_scheduler;
 grant insert, update, delete on pgfleet.jobs, pgfleet.job_events, pgfleet.hosts,
                                 pgfleet.host_heartbeats, pgfleet.schedulers
   to pgfleet_scheduler;
+-- The lost-host sweep's guard (sql/015_failures.sql; migration 0019, so
+-- these grants are skipped on the older schemas the migration tests build
+-- under today's sql/).
+do $$
+begin
+  if to_regclass('pgfleet.host_loss_guard') is not null then
+    grant update on pgfleet.host_loss_guard to pgfleet_scheduler;
+    grant insert on pgfleet.host_loss_events to pgfleet_scheduler;
+    grant select on pgfleet.host_loss_guard, pgfleet.host_loss_events to pgfleet_reader;
+  end if;
+end $$;
 
 -- Hosts: nothing on tables; only register_host, heartbeat, report_jobs and
 -- host_jobs, for the hosts pgfleet.host_logins binds their login to.

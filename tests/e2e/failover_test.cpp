@@ -102,7 +102,7 @@ TEST(FailoverTest, SweepIsIdempotentAndOneSchedulerWinsEachHost) {
     sweepers.emplace_back([&] {
       auto c = db.Connect();
       pqxx::work tx(*c);
-      wins += static_cast<int>(tx.exec("select * from pgfleet.sweep_lost_hosts(10)").size());
+      wins += static_cast<int>(tx.exec("select * from pgfleet.sweep_lost_hosts(10, '-infinity')").size());
       tx.commit();
     });
   }
@@ -111,7 +111,7 @@ TEST(FailoverTest, SweepIsIdempotentAndOneSchedulerWinsEachHost) {
   EXPECT_EQ("pending", db.Scalar("select state from pgfleet.jobs where id = 1"));
   EXPECT_EQ(1, db.Count("select count(*) from pgfleet.job_events where kind = 'lost'"));
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.allocation_drift"));
-  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.sweep_lost_hosts(10)"));
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.sweep_lost_hosts(10, '-infinity')"));
 }
 
 TEST(FailoverTest, JobLostWithThreeHostsFails) {
@@ -127,7 +127,7 @@ TEST(FailoverTest, JobLostWithThreeHostsFails) {
         "update pgfleet.host_heartbeats set last_seen = now() - interval '1 minute' where host_id "
         "= '" +
         h + "'");
-    db.Scalar("select count(*) from pgfleet.sweep_lost_hosts(10)");
+    db.Scalar("select count(*) from pgfleet.sweep_lost_hosts(10, '-infinity')");
   }
   EXPECT_EQ("failed", db.Scalar("select state from pgfleet.jobs where id = 1"));
   EXPECT_EQ("3", db.Scalar("select host_losses from pgfleet.jobs where id = 1"));
