@@ -141,6 +141,18 @@ void HandleStartJobs(const Api& api, const httplib::Request& req, httplib::Respo
     // Privileged only if the scheduler's signature says so, whatever the spec claims.
     items[i].spec.privileged = t->privileged;
   }
+  // A self-fenced host refuses the whole batch as a dispatch failure: the
+  // scheduler puts the jobs back to pending, unharmed, and suspends this host
+  // for a while. Taken and reported as lost instead, each would count as a
+  // host loss, and a host whose fence lifts a moment after its heartbeat is
+  // back (the watchdog's tick) used to burn all three of a job's losses on
+  // the spot.
+  std::string fence;
+  if (api.supervisor.Fenced(&fence)) {
+    api.metrics.Add("pgfleet_host_dispatches_refused_fenced_total", 1);
+    net::ErrorResponse(res, 503, "host is self-fenced (" + fence + "): not starting new work");
+    return;
+  }
   // Each start waits for its shim's answer (a few ms, mostly the kernel
   // setting up the job), so a batch is started a few at a time (sim starts
   // take microseconds: one at a time).

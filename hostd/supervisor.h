@@ -164,6 +164,8 @@ class Supervisor {
   // how many attempts were told to die by this call.
   size_t Fence(const std::string& reason);
   void Unfence();
+  // Whether the host is self-fenced now, and why (the reason Fence was given).
+  bool Fenced(std::string* reason) const;
   // What new shims are told: SIGKILL the job once the host's lease is this
   // old (lease.h); 0 = never. Jobs already running keep the value they got.
   void SetFenceAfter(std::chrono::milliseconds after) { fence_after_ms_ = after.count(); }

@@ -146,6 +146,12 @@ size_t Supervisor::Fence(const std::string& reason) {
   return n;
 }
 
+bool Supervisor::Fenced(std::string* reason) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fenced_ && reason) *reason = fence_reason_;
+  return fenced_;
+}
+
 void Supervisor::Unfence() {
   std::lock_guard<std::mutex> lock(mu_);
   fenced_ = false;

@@ -268,8 +268,8 @@ CommandResult Cluster::CliNoToken(const std::string& dsn, std::vector<std::strin
   return Run(argv, {"PGFLEET_DB=" + dsn, "PGFLEET_TOKEN_FILE="}, timeout);
 }
 
-PgBouncer::PgBouncer(const TestDatabase& db, int pool_size,
-                     const std::vector<std::string>& logins) {
+PgBouncer::PgBouncer(const TestDatabase& db, int pool_size, const std::vector<std::string>& logins,
+                     Settings settings) {
   const std::string binary = "/usr/sbin/pgbouncer";
   if (access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error(binary + " not found (scripts/install-deps installs pgbouncer)");
@@ -303,7 +303,11 @@ PgBouncer::PgBouncer(const TestDatabase& db, int pool_size,
       << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port_ << "\n"
       << "unix_socket_dir =\nauth_type = trust\nauth_file = " << dir_.path() << "/users.txt\n"
       << "admin_users = postgres\npool_mode = transaction\n"
-      << "default_pool_size = " << pool_size << "\nmax_client_conn = 500\n";
+      << "default_pool_size = " << pool_size << "\nmax_client_conn = 500\n"
+      // docs/operations.md, "A large fleet": after a failed server login
+      // (PostgreSQL still starting after a restart) pgbouncer waits this long
+      // before trying again, 15 s by default, longer than the host TTL.
+      << (settings == Settings::kAsDocumented ? "server_login_retry = 1\n" : "");
   std::vector<std::string> argv = {binary};
   if (getuid() == 0) argv.insert(argv.end(), {"-u", "postgres"});
   argv.push_back(dir_.path() + "/pgbouncer.ini");

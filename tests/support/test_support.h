@@ -183,10 +183,15 @@ class PrivatePostgres {
 // A transaction-mode pooler (pgbouncer, pool_mode = transaction, trust, on a
 // free loopback port) in front of the server of `db`, at most pool_size server
 // connections per database and login; postgres and `logins` may connect.
-// Throws when pgbouncer is missing (scripts/install-deps installs it).
+// Configured as docs/operations.md tells operators ("A large fleet":
+// server_login_retry well under the host TTL), or with pgbouncer's own
+// defaults for those settings. Throws when pgbouncer is missing
+// (scripts/install-deps installs it).
 class PgBouncer {
  public:
-  PgBouncer(const TestDatabase& db, int pool_size, const std::vector<std::string>& logins = {});
+  enum class Settings { kAsDocumented, kPgbouncerDefaults };
+  PgBouncer(const TestDatabase& db, int pool_size, const std::vector<std::string>& logins = {},
+            Settings settings = Settings::kAsDocumented);
   // `db` through the pooler, as `login`.
   std::string Dsn(const TestDatabase& db, const std::string& login = "postgres") const;
   struct Pool {
