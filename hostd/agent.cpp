@@ -20,6 +20,10 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
       usage_(config_.driver, config_.id) {
   ttl_ms_ = config_.host_ttl.count();
   conn_.SetOnConnect(store::Prepare);
+  // Back within a heartbeat of the database: the lease counts from the last
+  // heartbeat, so a longer wait would fence after a database outage shorter
+  // than the TTL (docs/failures-hostd.md, "Database outages").
+  conn_.SetMaxBackoff(std::chrono::duration_cast<std::chrono::milliseconds>(config_.heartbeat_interval));
 }
 
 void Agent::NoteContact(int64_t sent_boottime_ns) {

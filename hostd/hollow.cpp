@@ -37,9 +37,10 @@ struct HollowHost {
 // One database connection and the agents stepped over it, on one thread.
 class Worker {
  public:
-  Worker(const std::string& dsn, int index)
+  Worker(const std::string& dsn, int index, std::chrono::milliseconds heartbeat_interval)
       : conn_(dsn, "hollow hosts connection " + std::to_string(index)) {
     conn_.SetOnConnect(store::Prepare);
+    conn_.SetMaxBackoff(heartbeat_interval);  // as hostd's (Agent)
   }
   void Add(HollowHost* host) { hosts_.push_back(host); }
   // Called by an agent with work (from any thread).
@@ -180,7 +181,7 @@ int RunHollowHosts(const HollowOptions& o, metrics::Registry& metrics,
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int k = 0; k < std::min(o.db_connections, o.hosts); ++k) {
-    workers.push_back(std::make_unique<Worker>(o.dsn, k + 1));
+    workers.push_back(std::make_unique<Worker>(o.dsn, k + 1, o.heartbeat_interval));
   }
   std::vector<HollowHost> hosts(static_cast<size_t>(o.hosts));
   std::map<std::string, HostHandle> handles;

@@ -107,8 +107,8 @@ pqxx::connection* ReconnectingConnection::Get() {
     return conn_.get();
   } catch (const std::exception& e) {
     conn_.reset();
-    backoff_ = backoff_.count() == 0 ? std::chrono::milliseconds(200)
-                                     : std::min(backoff_ * 2, std::chrono::milliseconds(5000));
+    backoff_ = backoff_.count() == 0 ? std::chrono::milliseconds(kFirstBackoffMs)
+                                     : std::min(backoff_ * 2, max_backoff_);
     next_try_ = now + backoff_;
     if (!down_logged_) {
       spdlog::error("{}: database unreachable, retrying with backoff: {}", who_, e.what());
@@ -124,7 +124,7 @@ void ReconnectingConnection::MarkBroken(const std::string& why) {
     down_logged_ = true;
   }
   conn_.reset();
-  backoff_ = std::chrono::milliseconds(200);
+  backoff_ = std::chrono::milliseconds(kFirstBackoffMs);
   next_try_ = std::chrono::steady_clock::now() + backoff_;
 }
 

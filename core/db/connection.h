@@ -2,6 +2,7 @@
 // Connecting to the pgfleet database, with the one rule for finding it:
 // --db, else $PGFLEET_DB, else libpq's own PG* variables.
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -35,6 +36,13 @@ class ReconnectingConnection {
   void SetOnConnect(std::function<void(pqxx::connection&)> on_connect) {
     on_connect_ = std::move(on_connect);
   }
+  // The longest wait between two attempts (default 5 s). A host sets its
+  // heartbeat interval: its lease runs out a TTL after its last heartbeat
+  // whatever the reason, so a reconnect that waits 5 s after a 6 s outage
+  // would fence its jobs although the database was back well within the TTL.
+  void SetMaxBackoff(std::chrono::milliseconds max) {
+    max_backoff_ = std::max(max, std::chrono::milliseconds(kFirstBackoffMs));
+  }
   // Returns an open connection or nullptr when the database is unreachable now
   // (and the backoff has not yet elapsed, or the attempt failed).
   pqxx::connection* Get();
@@ -50,7 +58,9 @@ class ReconnectingConnection {
   std::function<void(pqxx::connection&)> on_connect_;
   std::unique_ptr<pqxx::connection> conn_;
   std::chrono::steady_clock::time_point next_try_{};
+  static constexpr int kFirstBackoffMs = 200;
   std::chrono::milliseconds backoff_{0};
+  std::chrono::milliseconds max_backoff_{5000};
   bool down_logged_ = false;
   bool reconnected_ = false;
 };

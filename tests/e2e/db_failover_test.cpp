@@ -144,6 +144,60 @@ TEST(DatabaseFailoverTest, APromotedSynchronousStandbyTakesOverAndEveryJobEndsEx
   EXPECT_GT(samples.load(), 10);
   EXPECT_EQ("0", query("select count(*) from pgfleet.allocation_drift"));
   EXPECT_EQ("f", query("select pg_is_in_recovery()"));  // on the promoted standby
+  EXPECT_EQ("0", query("select count(*) from pgfleet.hosts where lost_at is not null"))
+      << "a host was declared lost during the failover";
+}
+
+// A slower failover, the standby promoted 6.5 s after the primary died, while
+// jobs run: within the host TTL (10 s), so no host may be declared lost and
+// no job stopped. The hosts reconnect within a heartbeat of the promotion
+// (their reconnect backoff is capped at the heartbeat interval: with 5 s, the
+// attempt after a 6.5 s outage came at 11.2 s, past their 9.5 s lease, and every
+// job was fenced), and the schedulers judge no host on the time the database
+// was away (pgfleet.hosts_judged_from).
+TEST(DatabaseFailoverTest, AFailoverWithinTheTtlDeclaresNoHostLostAndStopsNoJob) {
+  PrivatePostgres primary;
+  std::unique_ptr<PrivatePostgres> standby_owner;
+  TestDatabase db(primary.admin_dsn(), true);
+  standby_owner = std::make_unique<PrivatePostgres>(PrivatePostgres::StandbyOf{primary});
+  PrivatePostgres& standby = *standby_owner;
+  ASSERT_TRUE(primary.MakeReplicationSynchronous());
+  const std::string both = primary.FailoverDsn(standby, db.name());
+  auto query = [&](const std::string& sql) -> std::string {
+    pqxx::connection c(both);
+    pqxx::work tx(c);
+    auto r = tx.exec1(sql);
+    tx.commit();
+    return r[0].is_null() ? "" : r[0].as<std::string>();
+  };
+  Cluster cluster(db);
+  cluster.StartScheduler("s1", {"--db", both});
+  for (const char* h : {"h1", "h2"}) cluster.StartHost(h, 4000, 4000, {"--db", both});
+  ASSERT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs();
+  query("with j as (insert into pgfleet.jobs (command) select array['sleep', '12']"
+        " from generate_series(1, 4) returning 1) select count(*) from j");
+  ASSERT_TRUE(WaitFor([&] { return query("select count(*) from pgfleet.jobs where state = 'running'") == "4"; },
+                      20s))
+      << cluster.Logs();
+
+  primary.Crash();
+  std::this_thread::sleep_for(6500ms);
+  standby.Promote();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        try {
+          return query("select count(*) from pgfleet.jobs where state = 'succeeded'") == "4";
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      60s))
+      << query("select string_agg(id || ' ' || state || ' ' || coalesce(error, ''), '; ') from pgfleet.jobs")
+      << cluster.Logs();
+  EXPECT_EQ("0", query("select count(*) from pgfleet.jobs where attempt <> 1"));
+  EXPECT_EQ("0", query("select count(*) from pgfleet.job_events where kind = 'lost'"));
+  EXPECT_EQ("0", query("select count(*) from pgfleet.hosts where lost_at is not null"));
+  EXPECT_EQ(cluster.Logs().find("self-fenced"), std::string::npos) << cluster.Logs();
 }
 
 }  // namespace
