@@ -22,6 +22,7 @@ create table pgfleet.host_loss_guard (
 insert into pgfleet.host_loss_guard default values;
 comment on table pgfleet.host_loss_guard is
   'The lost-host sweep''s guard, one row: whether it is holding a mass loss (held_since) and how many silent hosts wait for the loss rate limit. Written by pgfleet.sweep_lost_hosts only.';
+comment on column pgfleet.host_loss_guard.id is 'Always true: the table has one row.';
 comment on column pgfleet.host_loss_guard.held_since is
   'Since when more than host_loss_guard_share of the hosts (and at least host_loss_guard_min_hosts) have been silent at once, so none is declared lost (a control-plane outage is the likelier cause); null when not holding.';
 comment on column pgfleet.host_loss_guard.held_hosts is 'Silent hosts the guard holds now (0 when not holding).';
@@ -42,6 +43,8 @@ create table pgfleet.host_loss_events (
 );
 comment on table pgfleet.host_loss_events is
   'What the lost-host sweep''s guard did, one row per change: held (a mass loss was not declared), resumed (hosts are judged one by one again), rate_limited (silent hosts wait for host_losses_per_minute).';
+comment on column pgfleet.host_loss_events.id is 'Order of the events.';
+comment on column pgfleet.host_loss_events.at is 'When the sweep decided.';
 comment on column pgfleet.host_loss_events.kind is 'held, resumed or rate_limited.';
 comment on column pgfleet.host_loss_events.silent_hosts is 'Hosts past the heartbeat TTL when the sweep decided.';
 comment on column pgfleet.host_loss_events.of_hosts is 'Hosts not lost when the sweep decided.';
