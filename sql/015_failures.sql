@@ -63,8 +63,8 @@ language plpgsql as $$
 --     so an outage of the database, or of the sweeper's link to it, expires
 --     no host that heartbeats within a TTL of its end;
 --   - when at least host_loss_guard_min_hosts hosts, and more than
---     host_loss_guard_share of the hosts not lost, are silent at once, none
---     is declared lost (Kubernetes' unhealthy-zone threshold: a control-plane
+--     host_loss_guard_share of the hosts not lost, are silent at once (for
+--     half the TTL or more), none is declared lost (Kubernetes' unhealthy-zone threshold: a control-plane
 --     or pooler outage is likelier than that many machines failing); the hold
 --     is recorded in host_loss_guard and host_loss_events, and hosts are
 --     judged one by one again once enough heartbeats resume;
@@ -86,6 +86,7 @@ declare
   v_cutoff timestamptz := now() - make_interval(secs => p_ttl_seconds);
   v_silent text[];
   v_n integer;
+  v_missing integer;
   v_hosts integer;
   v_limit integer;
   v_recent integer;
@@ -108,24 +109,32 @@ begin
   select array_agg(x.id order by hb.last_seen, x.id) into v_silent
     from pgfleet.hosts x join pgfleet.host_heartbeats hb on hb.host_id = x.id
    where x.state <> 'lost' and hb.last_seen < v_cutoff;
-  select count(*) into v_hosts from pgfleet.hosts x where x.state <> 'lost';
+  select count(*), count(*) filter (where hb.last_seen < v_cutoff + v_ttl / 2)
+    into v_hosts, v_missing
+    from pgfleet.hosts x left join pgfleet.host_heartbeats hb on hb.host_id = x.id
+   where x.state <> 'lost';
   v_n := coalesce(cardinality(v_silent), 0);
   if v_n = 0 then
     perform pgfleet.host_loss_guard_clear(0, v_hosts);
     return;
   end if;
 
-  if v_n >= v_min and v_n > v_share * v_hosts then
+  -- The guard counts every host that has missed heartbeats for half the TTL,
+  -- not only those past it: hosts cut off at once went silent at different
+  -- points of their heartbeat interval, and the first to pass the TTL alone
+  -- would be too few to look like an outage.
+  if v_missing >= v_min and v_missing > v_share * v_hosts then
     if g.held_since is null then
       update pgfleet.host_loss_guard
-         set held_since = now(), held_hosts = v_n, of_hosts = v_hosts, waiting_for_rate = 0, updated_at = now();
+         set held_since = now(), held_hosts = v_missing, of_hosts = v_hosts, waiting_for_rate = 0,
+             updated_at = now();
       insert into pgfleet.host_loss_events (kind, silent_hosts, of_hosts, detail)
-      values ('held', v_n, v_hosts,
+      values ('held', v_missing, v_hosts,
               format('%s of %s hosts missed heartbeats at once: treating it as a control-plane outage; '
                      'none is declared lost until heartbeats resume (host_loss_guard_share %s, '
-                     'host_loss_guard_min_hosts %s)', v_n, v_hosts, v_share, v_min));
-    elsif g.held_hosts <> v_n or g.of_hosts <> v_hosts then
-      update pgfleet.host_loss_guard set held_hosts = v_n, of_hosts = v_hosts, updated_at = now();
+                     'host_loss_guard_min_hosts %s)', v_missing, v_hosts, v_share, v_min));
+    elsif g.held_hosts <> v_missing or g.of_hosts <> v_hosts then
+      update pgfleet.host_loss_guard set held_hosts = v_missing, of_hosts = v_hosts, updated_at = now();
     end if;
     return;
   end if;

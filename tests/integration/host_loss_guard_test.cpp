@@ -70,6 +70,24 @@ TEST(HostLossGuard, TenOfTenSilentAtOnceAreHeldAndRecordedThenJudgedWhenHeartbea
   EXPECT_EQ(sql.Num("select count(*) from pgfleet.jobs where state = 'pending' and attempt = 1"), 2);
 }
 
+// Hosts cut off at once went silent at different points of their heartbeat
+// interval: when the first pass the TTL, the rest have missed heartbeats for
+// most of it. The guard counts those too.
+TEST(HostLossGuard, HostsSilentForHalfTheTtlCountTowardsAMassLoss) {
+  TestDatabase db;
+  Sql sql(db);
+  HostsWithAJobEach(sql, 10);
+  sql.Exec("update pgfleet.host_heartbeats set last_seen = now() - interval '11 seconds'"
+           " where host_id in ('h1', 'h2', 'h3')");
+  sql.Exec("update pgfleet.host_heartbeats set last_seen = now() - interval '6 seconds'"
+           " where host_id not in ('h1', 'h2', 'h3')");
+  EXPECT_EQ(Sweep(sql), 0);
+  EXPECT_EQ(sql.Num("select held_hosts from pgfleet.host_loss_guard"), 10);
+  // The same three past the TTL while the others heartbeat: lost.
+  sql.Exec("update pgfleet.host_heartbeats set last_seen = now() where host_id not in ('h1', 'h2', 'h3')");
+  EXPECT_EQ(Sweep(sql), 3);
+}
+
 TEST(HostLossGuard, TwoOfTenSilentAreLostAsBefore) {
   TestDatabase db;
   Sql sql(db);
