@@ -50,9 +50,11 @@ RunRequest MakeRequest(const std::vector<std::string>& argv, const std::string& 
   r.host_id = g_host;
   r.spec.command = argv;
   r.spec.rootfs = rootfs;
-  r.job_dir = g_dir + "/jobs/" + std::to_string(r.job_id);
-  mkdir(r.job_dir.c_str(), 0755);
-  r.log_path = r.job_dir + ".log";
+  r.attempt_dir = g_dir + "/jobs/" + std::to_string(r.job_id);
+  mkdir(r.attempt_dir.c_str(), 0700);
+  r.job_dir = r.attempt_dir + "/work";
+  mkdir(r.job_dir.c_str(), 0700);
+  r.log_path = r.attempt_dir + ".log";
   return r;
 }
 

@@ -3,8 +3,10 @@
 //
 // The sandbox is what the job sees: for a running container job, its root
 // filesystem through /proc/<pid>/root (its mounts included); otherwise (the
-// process driver, or a container job that has ended) its attempt directory,
-// which is the process driver's working directory and a container's /work.
+// process driver, or a container job that has ended) its working directory
+// (<attempt dir>/work: a container's /work, or its own path on the host's
+// tree). A container job's files are opened with the job's identity: what it
+// could not read, fs does not show.
 // Paths resolve inside that root and never leave it: ".." is refused, and
 // every symlink on the way resolves as if the root were "/"
 // (openat2 RESOLVE_IN_ROOT), so neither can reach the host's files.
@@ -19,12 +21,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/model/job_spec.h"
 #include "core/util/text.h"
 #include "hostd/api_routes.h"
+#include "hostd/attempt_dir.h"
 
 namespace pgfleet::hostd::routes {
 namespace {
@@ -76,6 +83,71 @@ int OpenInRoot(int root_fd, const std::string& rel, uint64_t flags) {
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   return static_cast<int>(syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how));
 }
+
+// Whose files a job's are, for reading them as it would.
+struct JobIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+
+// The file-system ids and groups of a running process (/proc/<pid>/status).
+std::optional<JobIdentity> IdentityOfProcess(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  JobIdentity id;
+  bool uid = false, gid = false;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    unsigned long long v[4];
+    if (key == "Uid:" || key == "Gid:") {
+      if (!(fields >> v[0] >> v[1] >> v[2] >> v[3])) return std::nullopt;
+      (key == "Uid:" ? id.uid : id.gid) = static_cast<uint32_t>(v[3]);  // the file-system id
+      (key == "Uid:" ? uid : gid) = true;
+    } else if (key == "Groups:") {
+      for (unsigned long long g; fields >> g;) id.groups.push_back(static_cast<gid_t>(g));
+    }
+  }
+  if (!uid || !gid) return std::nullopt;
+  return id;
+}
+
+// The owner of a directory (an ended container job's work dir, which the
+// driver gave to the job's user).
+std::optional<JobIdentity> IdentityOfOwner(int dir_fd) {
+  struct stat st {};
+  if (fstat(dir_fd, &st) != 0) return std::nullopt;
+  return JobIdentity{st.st_uid, st.st_gid, {st.st_gid}};
+}
+
+// For the calling thread only, while it lives: files are opened with `id`'s
+// permissions (its file-system uid and gid and its groups: the kernel then
+// drops this thread's CAP_DAC_OVERRIDE and kin). Raw syscalls act on the
+// calling thread alone; glibc's wrappers would change every thread of hostd.
+class ActingAs {
+ public:
+  explicit ActingAs(const JobIdentity& id) : uid_(geteuid()), gid_(getegid()) {
+    int n = getgroups(0, nullptr);
+    groups_.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    if (n > 0) getgroups(n, groups_.data());
+    syscall(SYS_setgroups, id.groups.size(), id.groups.data());
+    syscall(SYS_setfsgid, id.gid);
+    syscall(SYS_setfsuid, id.uid);
+  }
+  ~ActingAs() {
+    syscall(SYS_setfsuid, uid_);
+    syscall(SYS_setfsgid, gid_);
+    syscall(SYS_setgroups, groups_.size(), groups_.data());
+  }
+  ActingAs(const ActingAs&) = delete;
+  ActingAs& operator=(const ActingAs&) = delete;
+
+ private:
+  uid_t uid_;
+  gid_t gid_;
+  std::vector<gid_t> groups_;
+};
 
 const char* TypeOf(mode_t m) {
   if (S_ISDIR(m)) return "dir";
@@ -159,10 +231,10 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
   // Held while we read: the collector leaves the directory alone.
   std::shared_ptr<void> hold = api.collector ? api.collector->Hold(id, attempt) : nullptr;
   if (AnswerCollected(api, res, id, attempt)) return;
-  std::string root = dir, sandbox = "attempt directory";
+  std::string root = dir + "/" + attempt::kWorkDir, sandbox = "working directory";
   auto info = api.supervisor.Attempt(id, attempt);
-  if (api.supervisor.driver() == "container" && info && info->pid > 0 &&
-      api.supervisor.Live(id, attempt)) {
+  const bool container = api.supervisor.driver() == "container";
+  if (container && info && info->pid > 0 && api.supervisor.Live(id, attempt)) {
     root = "/proc/" + std::to_string(info->pid) + "/root";
     sandbox = "container root";
   }
@@ -172,6 +244,22 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
                               "the sandbox of job " + std::to_string(id) + " attempt " +
                                   std::to_string(attempt) + " is gone (" + strerror(errno) + ")");
   }
+  // A container job's files are read as the job would read them: with its
+  // uid, gid and groups (its running process's, else its work dir owner's),
+  // so the host's files it sees but may not read (/etc/shadow) stay closed.
+  // (The process driver runs only privileged jobs, as hostd's own user.)
+  std::optional<JobIdentity> identity;
+  if (container) {
+    identity = sandbox == "container root" ? IdentityOfProcess(info->pid)
+                                           : IdentityOfOwner(root_fd.fd);
+    if (!identity) {
+      return net::ErrorResponse(res, 404,
+                                "the sandbox of job " + std::to_string(id) + " attempt " +
+                                    std::to_string(attempt) + " is gone (its identity is unknown)");
+    }
+  }
+  std::optional<ActingAs> acting;
+  if (identity) acting.emplace(*identity);
   auto fd = std::make_shared<Fd>(OpenInRoot(root_fd.fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   if (fd->fd < 0 && errno == ELOOP) {
     // The path names a symlink itself: say where it points, do not follow it.
@@ -193,6 +281,7 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
   struct stat st {};
   if (fstat(fd->fd, &st) != 0) return net::ErrorResponse(res, 500, strerror(errno));
   if (S_ISDIR(st.st_mode)) return ListDirectory(fd->fd, shown, res);
+  acting.reset();  // the descriptor is open: reading it checks nothing more
   if (!S_ISREG(st.st_mode)) {
     return net::ErrorResponse(res, 400,
                               "path: " + shown + " is a " + TypeOf(st.st_mode) +

@@ -25,6 +25,8 @@
 //               "error"} when it could not start, or {"kind":"lost","error"}
 //               by hostd when the shim died without one (after killing what
 //               was left of the job). The first outcome line wins.
+//   work/       the job's working directory (kWorkDir), the job's to write
+//   .etc/       the container's /etc/hostname and /etc/hosts, bound in
 //   output.log  the job's stdout and stderr, through a pipe the shim copies
 //               to this file, rotated to output.log.<offset> (output_log.h)
 //   state.reported.jsonl  state.jsonl renamed by hostd once the outcome
@@ -62,6 +64,11 @@ inline constexpr const char* kStateFile = "state.jsonl";
 inline constexpr const char* kReportedStateFile = "state.reported.jsonl";
 inline constexpr const char* kOutputFile = "output.log";
 inline constexpr const char* kShimLogFile = "shim.log";  // in the data dir
+// The job's working directory, <attempt dir>/work: the only part of the
+// attempt the job can write. The attempt directory itself is root's, mode
+// 0700: nothing the job does can plant a file or a link at a name hostd or
+// the shim uses, and no other account of the host can reach into it.
+inline constexpr const char* kWorkDir = "work";
 // The job's uid (jobs.uid), written when the attempt is claimed: the same job
 // id and attempt from another or a restored database is another attempt.
 inline constexpr const char* kUidFile = "uid";

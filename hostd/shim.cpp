@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -215,7 +216,12 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
     run.job_id = req.job_id;
     run.attempt = req.attempt;
     run.spec = req.spec;
-    run.job_dir = dir;
+    run.attempt_dir = dir;
+    run.job_dir = dir + "/" + attempt::kWorkDir;
+    // Root's, like the attempt dir; the container driver gives it to the job's user.
+    if (mkdir(run.job_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw std::runtime_error("cannot make " + run.job_dir + ": " + std::strerror(errno));
+    }
     run.log_path = dir + "/" + attempt::kOutputFile;
     run.output_fd = output_fd;
     run.host_id = req.host_id;

@@ -37,7 +37,7 @@ std::string FileNamePart(const std::string& uid) {
 AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const std::string& uid,
                                               std::string* error) {
   const std::string dir = attempt::DirOf(data_dir_, job_id, attempt);
-  if (mkdir(dir.c_str(), 0755) != 0) {
+  if (mkdir(dir.c_str(), 0700) != 0) {
     if (errno != EEXIST) {
       *error = "cannot create " + dir + ": " + std::strerror(errno);
       return Claim::kFailed;
@@ -50,7 +50,7 @@ AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const
     mkdir(stale.c_str(), 0755);
     const std::string aside = stale + "/" + std::to_string(job_id) + "-" + std::to_string(attempt) +
                               "-" + FileNamePart(had);
-    if (rename(dir.c_str(), aside.c_str()) != 0 || mkdir(dir.c_str(), 0755) != 0) {
+    if (rename(dir.c_str(), aside.c_str()) != 0 || mkdir(dir.c_str(), 0700) != 0) {
       *error = "cannot set aside " + dir + " (job uid " + had + ", now " + uid +
                "): " + std::strerror(errno);
       return Claim::kFailed;
@@ -86,8 +86,6 @@ void ShimRunner::RecordStartFailed(int64_t job_id, int attempt, const std::strin
 
 bool ShimRunner::Start(const attempt::ShimRequest& req, Started* out, std::string* error) {
   std::string dir = attempt::DirOf(data_dir_, req.job_id, req.attempt);
-  // The job may write in its directory whatever user it runs as.
-  chmod(dir.c_str(), 0777);
   ShimClient::Started started;
   if (!shims_.Start(dir, req, &started, error)) return false;
   out->shim = started.shim;

@@ -198,6 +198,8 @@ create or replace function pgfleet.max_command_bytes() returns integer language 
 create or replace function pgfleet.max_env_bytes() returns integer language sql immutable as 'select 65536';
 create or replace function pgfleet.max_constraints_bytes() returns integer language sql immutable as 'select 16384';
 create or replace function pgfleet.max_path_bytes() returns integer language sql immutable as 'select 4096';
+create or replace function pgfleet.max_job_user_id() returns bigint language sql immutable as 'select 2147483647';
+comment on function pgfleet.max_job_user_id() is 'The largest uid or gid a job''s run_as may name (kMaxJobUserId): a larger number would wrap to another id on the host.';
 comment on function pgfleet.max_command_args() is 'Most arguments of a job''s command (core/model/constants.h kMaxCommandArgs).';
 comment on function pgfleet.max_command_bytes() is 'Most bytes of a job''s command, all arguments together (kMaxCommandBytes).';
 comment on function pgfleet.max_env_bytes() is 'Most bytes of a job''s env, names and values together (kMaxEnvBytes).';
@@ -249,6 +251,13 @@ begin
   end if;
   if octet_length(p_run_as) > pgfleet.max_path_bytes() then
     return array['run_as', format('user must be at most %s bytes (got %s)', pgfleet.max_path_bytes(), octet_length(p_run_as))];
+  end if;
+  if p_run_as <> '' and p_run_as !~ '^([A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,10}(:[0-9]{1,10})?)$' then
+    return array['run_as', format('user must be a name (a letter or _, then at most 31 of A-Z a-z 0-9 . _ -) or uid[:gid] in decimal (got "%s")', p_run_as)];
+  end if;
+  if p_run_as ~ '^[0-9]' and exists (select 1 from unnest(string_to_array(p_run_as, ':')) n
+                                      where n::bigint > pgfleet.max_job_user_id()) then
+    return array['run_as', format('user ids must be at most %s (got "%s")', pgfleet.max_job_user_id(), p_run_as)];
   end if;
   return null;
 end $$;

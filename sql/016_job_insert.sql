@@ -71,9 +71,10 @@ language sql stable as $$
       or octet_length(n.constraints::text) > pgfleet.max_constraints_bytes()
       or octet_length(n.rootfs) > pgfleet.max_path_bytes()
       or octet_length(n.run_as) > pgfleet.max_path_bytes()
+      or (n.run_as <> '' and n.run_as !~ '^([A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,9}(:[0-9]{1,9})?)$')
 $$;
 comment on function pgfleet.spec_may_break_rules(pgfleet.jobs) is
-  'False when job row n surely meets pgfleet.spec_problem''s rules (no bad env name, every field far from its size limit); true when the exact check must run.';
+  'False when job row n surely meets pgfleet.spec_problem''s rules (no bad env name, every field far from its size limit, run_as empty, a name or ids of at most 9 digits); true when the exact check must run.';
 
 -- Refuses an insert of job p_job for breaking rule p_rule, with the rule's
 -- message and SQLSTATE, naming the column (the trigger below has two ways to

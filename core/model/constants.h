@@ -71,5 +71,8 @@ inline constexpr int kMaxCommandBytes = 128 * 1024;     // all arguments togethe
 inline constexpr int kMaxEnvBytes = 64 * 1024;          // names and values together
 inline constexpr int kMaxConstraintsBytes = 16 * 1024;  // labels and values together
 inline constexpr int kMaxPathBytes = 4096;              // rootfs, user
+// The largest uid or gid a job's user may name (SQL pgfleet.max_job_user_id()):
+// a number past it would wrap to another id (2^32 is uid 0) on the host.
+inline constexpr long long kMaxJobUserId = 2147483647;
 
 }  // namespace pgfleet::model

@@ -91,9 +91,31 @@ void ValidateSizes(const JobSpec& s) {
   if (s.user.size() > static_cast<size_t>(kMaxPathBytes)) {
     throw SpecError("user", over(s.user.size(), kMaxPathBytes, "user"));
   }
+  if (auto problem = UserProblem(s.user)) throw SpecError("user", *problem);
 }
 
 }  // namespace
+
+std::optional<std::string> UserProblem(const std::string& user) {
+  static const std::regex form("^([A-Za-z_][A-Za-z0-9._-]{0,31}|[0-9]{1,10}(:[0-9]{1,10})?)$");
+  if (user.empty()) return std::nullopt;
+  if (!std::regex_match(user, form)) {
+    return "user must be a name (a letter or _, then at most 31 of A-Z a-z 0-9 . _ -) or "
+           "uid[:gid] in decimal (got \"" + user + "\")";
+  }
+  if (user[0] >= '0' && user[0] <= '9') {
+    for (size_t start = 0; start < user.size();) {
+      size_t end = user.find(':', start);
+      if (end == std::string::npos) end = user.size();
+      if (std::stoll(user.substr(start, end - start)) > kMaxJobUserId) {
+        return "user ids must be at most " + std::to_string(kMaxJobUserId) + " (got \"" + user +
+               "\")";
+      }
+      start = end + 1;
+    }
+  }
+  return std::nullopt;
+}
 
 JobSpec ParseJobSpec(const json& j) {
   if (!j.is_object()) throw SpecError("spec", "spec must be a JSON object (got " + Show(j) + ")");
@@ -219,9 +241,15 @@ nlohmann::json ToJson(const JobSpec& s) {
 std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpec& s) {
   static const std::regex root("^(root|0+)(:.*)?$");
   static const std::regex name("^[A-Za-z0-9_-][A-Za-z0-9._-]*$");
+  static const std::regex root_group("^[0-9]+:0+$");
   if (std::regex_match(s.user, root)) {
     return std::pair{std::string("user"), "user " + s.user +
                                               " runs the job as root: only members of "
+                                              "pgfleet_privileged may ask for it"};
+  }
+  if (std::regex_match(s.user, root_group)) {
+    return std::pair{std::string("user"), "user " + s.user +
+                                              " runs the job in the root group: only members of "
                                               "pgfleet_privileged may ask for it"};
   }
   if (s.network == "host") {

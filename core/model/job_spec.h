@@ -69,8 +69,12 @@ struct JobSpec {
   std::string uid;
 };
 
+// Why a job's user cannot be one (pgfleet.spec_problem's same rule): it must
+// be empty, a name, or uid[:gid] in decimal of at most kMaxJobUserId each.
+std::optional<std::string> UserProblem(const std::string& user);
+
 // The privileged features a spec asks for, the same rules as the database's
-// pgfleet.privilege_problem: user root (or uid 0), network host, a rootfs
+// pgfleet.privilege_problem: user root (uid 0, or gid 0), network host, a rootfs
 // that is a path rather than a name. Returns {field, message} for the first,
 // or nullopt. Only privileged specs may ask for them (docs/security.md).
 std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpec& s);

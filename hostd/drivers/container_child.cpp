@@ -116,6 +116,12 @@ void PopulateRoot(ChildPlan& p) {
   if (mount(p.work_source.c_str(), p.work_target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     ChildFail(p, kBindWorkDir, errno);
   }
+  // Writable, so neither setuid bits nor device nodes count in it (a bind
+  // takes its flags only from a remount).
+  if (mount(nullptr, p.work_target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV,
+            nullptr) != 0) {
+    ChildFail(p, kBindWorkDir, errno);
+  }
   for (size_t i = 0; i < p.etc_targets.size(); ++i) {
     if (mount(p.etc_sources[i].c_str(), p.etc_targets[i].c_str(), nullptr, MS_BIND, nullptr) != 0) {
       ChildFail(p, kBindEtcFile, errno);

@@ -1,5 +1,7 @@
 #include "hostd/drivers/container_plan.h"
 
+#include "core/model/constants.h"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -28,9 +30,36 @@ bool AllDigits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// A uid or gid of a job's user: decimal, at most model::kMaxJobUserId, so no
+// number wraps to another id (4294967296 is 0 as a uid_t).
+uint32_t ParseId(const std::string& digits, const std::string& user) {
+  if (!AllDigits(digits) || digits.size() > 10 ||
+      std::stoull(digits) > static_cast<unsigned long long>(model::kMaxJobUserId)) {
+    throw DriverError("user ids must be at most " + std::to_string(model::kMaxJobUserId) +
+                      " (got \"" + user + "\")");
+  }
+  return static_cast<uint32_t>(std::stoull(digits));
+}
+
+// Defence in depth behind the database's rules: whatever a name or number
+// resolves to on this host, an unprivileged job holds neither uid 0 nor gid 0
+// (as its group or one of its groups).
+void RefuseRootIdentity(const std::string& user, const ChildPlan& plan) {
+  if (plan.uid == 0) {
+    throw DriverError("user \"" + user +
+                      "\" is uid 0 (root) on this host: only privileged jobs may run as root");
+  }
+  bool root_group = plan.gid == 0;
+  for (gid_t g : plan.groups) root_group = root_group || g == 0;
+  if (root_group) {
+    throw DriverError("user \"" + user +
+                      "\" is in group 0 (root) on this host: only privileged jobs may run so");
+  }
+}
+
 // Resolves spec.user against the host's user database (before any pivot:
 // the job's rootfs may have no passwd at all, and must not choose our uids).
-void ResolveUser(const std::string& requested, ChildPlan* plan) {
+void ResolveUser(const std::string& requested, bool privileged, ChildPlan* plan) {
   std::string user = requested.empty() ? kDefaultUser : requested;
   std::vector<char> buf(16384);
   passwd pw{};
@@ -44,9 +73,9 @@ void ResolveUser(const std::string& requested, ChildPlan* plan) {
     }
   }
   if (AllDigits(uid_part)) {
-    plan->uid = static_cast<uid_t>(std::stoul(uid_part));
+    plan->uid = ParseId(uid_part, user);
     getpwuid_r(plan->uid, &pw, buf.data(), buf.size(), &found);
-    plan->gid = !gid_part.empty() ? static_cast<gid_t>(std::stoul(gid_part))
+    plan->gid = !gid_part.empty() ? ParseId(gid_part, user)
                 : found           ? found->pw_gid
                                   : static_cast<gid_t>(plan->uid);
     plan->groups = {plan->gid};
@@ -64,6 +93,7 @@ void ResolveUser(const std::string& requested, ChildPlan* plan) {
     groups.resize(n);
     plan->groups = groups;
   }
+  if (!privileged) RefuseRootIdentity(user, *plan);
   plan->keep_caps = plan->uid == 0 ? kRootCapabilities : 0;
 }
 
@@ -144,11 +174,14 @@ void PlanMounts(const model::JobSpec& spec, ChildPlan* p) {
 
 // /etc/hostname (the job's hostname) and /etc/hosts (localhost, and the
 // hostname on 127.0.1.1, as Debian writes them) of the job's own, as Docker
-// gives each container: written in the attempt dir's .etc/, bound over the
+// gives each container: written in the attempt dir's .etc/ (out of the job's
+// reach: a file it could replace would be one hostd writes), bound over the
 // root's files in the child. A named rootfs gets empty files to bind over
 // when it has none; the host's root ("/") is left as it is where it lacks one.
-void PlanEtcFiles(const model::JobSpec& spec, ChildPlan* p) {
-  const std::string dir = p->work_source + "/.etc";
+void PlanEtcFiles(const RunRequest& req, ChildPlan* p) {
+  const model::JobSpec& spec = req.spec;
+  if (req.attempt_dir.empty()) throw DriverError("no attempt directory for the job's /etc files");
+  const std::string dir = req.attempt_dir + "/.etc";
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     throw DriverError("cannot make " + dir + ": " + ErrnoText(errno));
   }
@@ -206,13 +239,13 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
     throw DriverError("network must be \"host\" or \"none\" (got \"" + spec.network + "\")");
   }
   ChildPlan p;
-  ResolveUser(spec.user, &p);
+  ResolveUser(spec.user, spec.privileged, &p);
   p.cap_last = context.cap_last;
   PlanWorkDir(req, &p);
   PlanRoot(spec, context, &p);
   PlanMounts(spec, &p);
   p.hostname = std::to_string(req.job_id);
-  PlanEtcFiles(spec, &p);
+  PlanEtcFiles(req, &p);
   p.loopback_up = WantsNewNetwork(spec);
 
   p.argv_store = spec.command;

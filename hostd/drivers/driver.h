@@ -28,7 +28,12 @@ struct RunRequest {
   int64_t job_id = 0;
   int attempt = 0;
   model::JobSpec spec;
-  std::string job_dir;   // per-attempt directory, created by hostd, writable by the job
+  // The job's working directory (<attempt dir>/work), writable by the job;
+  // the container driver gives it to the job's user. Nothing of hostd's is in it.
+  std::string job_dir;
+  // The attempt's own directory (root's, mode 0700, the job never sees it):
+  // where a driver keeps what it makes for the job (the container's /etc files).
+  std::string attempt_dir;
   std::string log_path;  // file receiving the job's stdout and stderr (combined, appended)
   // When >= 0, the job's stdout and stderr go here instead of log_path: the
   // write end of the shim's output pipe (output_log.h). The caller keeps it.

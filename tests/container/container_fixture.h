@@ -134,8 +134,10 @@ class ContainerDriverTest : public ::testing::Test {
     r.spec.command = std::move(argv);
     r.spec.rootfs = "busybox";
     std::string name = std::to_string(r.job_id) + "-1";
-    r.job_dir = root_ + "/jobs/" + name;
-    mkdir(r.job_dir.c_str(), 0755);
+    r.attempt_dir = root_ + "/jobs/" + name;
+    mkdir(r.attempt_dir.c_str(), 0700);
+    r.job_dir = r.attempt_dir + "/work";
+    mkdir(r.job_dir.c_str(), 0700);
     r.log_path = root_ + "/logs/" + name + ".log";
     return r;
   }

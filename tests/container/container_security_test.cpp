@@ -62,9 +62,30 @@ TEST_F(ContainerSecurityTest, NonRootJobHasNoCapabilitiesAndNoNewPrivs) {
 TEST_F(ContainerSecurityTest, RootOnlyWhenAskedAndWithDockersCapabilities) {
   RunRequest req = Request({"sh", "-c", "id -u; grep CapBnd /proc/self/status"});
   req.spec.user = "root";
+  req.spec.privileged = true;  // as the dispatch's ticket marks it
   Result r = Run(req);
   ASSERT_EQ(r.status.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "0\nCapBnd:\t00000000a80425fb\n");
+}
+
+// Every spelling that names uid 0 or gid 0 on the host, or a number that
+// would wrap to it, is refused for an unprivileged job before anything runs
+// (behind the same rules at insert and in the dispatch's spec).
+TEST_F(ContainerSecurityTest, NoSpellingOfRootRunsAnUnprivilegedJob) {
+  for (const std::string& user : {"root", "0", "00", "0:0", "0:1000", "1000:0", "1000:000",
+                                  "4294967296", "1000:4294967296", "99999999999"}) {
+    RunRequest req = Request({"id"});
+    req.spec.user = user;
+    try {
+      Result r = Run(req);
+      ADD_FAILURE() << user << " ran: " << r.output;
+    } catch (const DriverError& e) {
+      std::string what = e.what();
+      EXPECT_TRUE(what.find("only privileged jobs may run") != std::string::npos ||
+                  what.find("user ids must be at most 2147483647") != std::string::npos)
+          << user << ": " << what;
+    }
+  }
 }
 
 TEST_F(ContainerSecurityTest, EnvironmentIsTheSpecsPlusPathAndTheJobsIds) {

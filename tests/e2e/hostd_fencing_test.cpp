@@ -102,7 +102,7 @@ class HostdFencingBase : public ::testing::Test {
     p.pid = std::stoi(Job(id, "pid"));
     p.pid_start = hostd::attempt::ProcStartTime(p.pid);
     std::string file =
-        cluster_->dir() + "/" + host + "/jobs/" + id + "-" + std::to_string(attempt) + "/child.pid";
+        cluster_->dir() + "/" + host + "/jobs/" + id + "-" + std::to_string(attempt) + "/work/child.pid";
     EXPECT_TRUE(WaitFor(
         [&] {
           std::ifstream f(file);

@@ -31,6 +31,7 @@ TEST(Constants, SqlFactsEqualTheCppConstants) {
   EXPECT_EQ(db.Count("select pgfleet.max_env_bytes()"), model::kMaxEnvBytes);
   EXPECT_EQ(db.Count("select pgfleet.max_constraints_bytes()"), model::kMaxConstraintsBytes);
   EXPECT_EQ(db.Count("select pgfleet.max_path_bytes()"), model::kMaxPathBytes);
+  EXPECT_EQ(db.Count("select pgfleet.max_job_user_id()"), model::kMaxJobUserId);
 }
 
 TEST(Constants, HostTtlDefaultEqualsTheCppConstant) {

@@ -122,6 +122,14 @@ TEST_F(SecurityTest, SubmitterInsertsAreCheckedNamingTheColumn) {
             "pgfleet_privileged"},
            {"insert into pgfleet.jobs (command, run_as) values (array['id'], '0:0')", "run_as",
             "runs the job as root"},
+           {"insert into pgfleet.jobs (command, run_as) values (array['id'], '0000')", "run_as",
+            "runs the job as root"},
+           {"insert into pgfleet.jobs (command, run_as) values (array['id'], '1000:0')", "run_as",
+            "runs the job in the root group"},
+           {"insert into pgfleet.jobs (command, run_as) values (array['id'], '1000:00')", "run_as",
+            "runs the job in the root group"},
+           {"insert into pgfleet.jobs (command, run_as) values (array['id'], '4294967296')",
+            "run_as", "user ids must be at most 2147483647"},
            {"select pgfleet.submit(array['id'], run_as => 'root')", "run_as", "root"},
            {"insert into pgfleet.jobs (command, network) values (array['id'], 'host')", "network",
             "network host"},
@@ -155,7 +163,7 @@ TEST_F(SecurityTest, SubmitterInsertsAreCheckedNamingTheColumn) {
     std::string err = alice_->ErrorOf(c.sql);
     EXPECT_NE(std::string::npos, err.find(c.words)) << c.sql << ": " << err;
     // The column is named in the message or its COLUMN field.
-    EXPECT_NE(std::string::npos, err.find(c.column == "run_as" ? "root" : c.column))
+    EXPECT_NE(std::string::npos, err.find(c.column == "run_as" ? "user" : c.column))
         << c.sql << ": " << err;
   }
   EXPECT_EQ(jobs, Jobs());
