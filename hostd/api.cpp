@@ -1,11 +1,16 @@
 #include "hostd/api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <functional>
 
 #include "core/model/job_spec.h"
 #include "hostd/api_routes.h"
 
 namespace pgfleet::hostd {
+
+// In the data dir: the tickets this host took, until they expire (net::ReplayGuard).
+constexpr const char* kUsedTicketsFile = "used-tickets";
 
 namespace routes {
 
@@ -240,8 +245,17 @@ void InstallApi(httplib::Server& server, Supervisor& supervisor, Agent& agent,
                 const std::string& token, metrics::Registry& metrics, net::ConnectionGuard* guard,
                 Collector* collector) {
   // The server outlives its handlers' calls; so do the objects Api refers to.
-  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard, collector,
-                                       std::make_shared<net::ReplayGuard>(), token});
+  // Tickets taken are kept in the data dir: one used before a restart is
+  // refused after it too.
+  const std::string& data_dir = agent.Config().data_dir;
+  auto replay = data_dir.empty() ? std::make_shared<net::ReplayGuard>()
+                                 : std::make_shared<net::ReplayGuard>(
+                                       data_dir + "/" + kUsedTicketsFile, net::UnixNow());
+  if (!replay->journal_ok()) {
+    spdlog::warn("host={} cannot keep the tickets it takes in {}/{}: a restart forgets them",
+                 agent.Config().id, data_dir, kUsedTicketsFile);
+  }
+  auto api = std::make_shared<Api>(Api{supervisor, agent, metrics, guard, collector, replay, token});
   InstallRoutes(
       server, "/v1/", "", [api](const httplib::Request&, httplib::Response&) { return api.get(); },
       token, metrics, guard);

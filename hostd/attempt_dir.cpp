@@ -37,12 +37,12 @@ std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt) {
 }
 
 std::string ReadUid(const std::string& dir) {
-  FILE* f = fopen((dir + "/" + kUidFile).c_str(), "re");
-  if (!f) return "";
+  int fd = open((dir + "/" + kUidFile).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return "";
   char buf[80] = {};
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  return util::Trim(std::string(buf, n));
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n > 0 ? util::Trim(std::string(buf, static_cast<size_t>(n))) : "";
 }
 
 json ToJson(const ShimRequest& r) {
@@ -133,7 +133,7 @@ json ToJson(const Outcome& o) {
 bool AppendRecord(const std::string& dir, const json& record, std::string* error) {
   std::string path = dir + "/" + kStateFile;
   std::string line = record.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return false;

@@ -76,7 +76,10 @@ Writer::Writer(std::string dir, int max_files, uint64_t max_file_bytes)
     start_ = segs.back().start;
     current_size_ = segs.back().size;
   }
-  fd_ = open((dir_ + "/" + kCurrent).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // Never through a link: the attempt dir is root's alone, and this holds
+  // even if that ever changed.
+  fd_ = open((dir_ + "/" + kCurrent).c_str(),
+             O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
 Writer::~Writer() {
@@ -103,8 +106,12 @@ void Writer::Rotate() {
   const std::string rotated = dir_ + "/" + RotatedName(start_);
   const std::string fresh = current + ".new";
   bool linked = link(current.c_str(), rotated.c_str()) == 0;
-  int fd =
-      linked ? open(fresh.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644) : -1;
+  // A new file of ours: whatever was at that name (a leftover, or a link)
+  // goes first, and O_EXCL | O_NOFOLLOW make sure nothing else is opened.
+  if (linked) unlink(fresh.c_str());
+  int fd = linked ? open(fresh.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644)
+                  : -1;
   if (fd >= 0 && rename(fresh.c_str(), current.c_str()) != 0) {
     close(fd);
     unlink(fresh.c_str());
@@ -205,7 +212,7 @@ std::string ReadAt(const std::string& dir, uint64_t* pos, size_t max_bytes) {
     const Segment& s = segs[i];
     const bool current = i + 1 == segs.size();
     if (s.inode == 0) return "";  // the current file is being replaced: nothing new yet
-    int fd = open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = open(s.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;  // rotated or pruned since the snapshot
     struct stat st {};
     if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != s.inode) {

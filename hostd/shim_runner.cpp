@@ -1,7 +1,9 @@
 #include "hostd/shim_runner.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -62,9 +64,9 @@ AttemptRunner::Claim ShimRunner::ClaimAttempt(int64_t job_id, int attempt, const
   }
   if (!uid.empty()) {
     const std::string path = dir + "/" + attempt::kUidFile;
-    FILE* f = fopen(path.c_str(), "we");
-    bool ok = f && fputs(uid.c_str(), f) >= 0;
-    if (f && fclose(f) != 0) ok = false;
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    bool ok = fd >= 0 && write(fd, uid.data(), uid.size()) == static_cast<ssize_t>(uid.size());
+    if (fd >= 0 && close(fd) != 0) ok = false;
     if (!ok) {
       // Claimed all the same: without the file, a later claim by another
       // uid would be refused as taken (the old behaviour), never run twice.

@@ -207,15 +207,93 @@ std::optional<Ticket> VerifyTicket(const std::string& text, const std::string& k
   return t;
 }
 
+namespace {
+
+// The most of a journal read back (far more than a host takes in a ticket's life).
+constexpr size_t kMaxJournalBytes = 64 << 20;
+
+bool IsNonce(const std::string& s) {
+  return !s.empty() && s.size() <= 64 &&
+         s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+}
+
+}  // namespace
+
+ReplayGuard::ReplayGuard(std::string journal, int64_t now) : journal_(std::move(journal)) {
+  // Read back what earlier runs took (hostd's own file; a line that is not
+  // a nonce and an expiry, or a cut last line, is skipped).
+  int in = open(journal_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in >= 0) {
+    std::string text;
+    char buf[65536];
+    ssize_t n;
+    while (text.size() < kMaxJournalBytes && (n = read(in, buf, sizeof buf)) > 0) {
+      text.append(buf, static_cast<size_t>(n));
+    }
+    close(in);
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = text.substr(start, nl - start);
+      size_t sp = line.find(' ');
+      if (sp == std::string::npos || !IsNonce(line.substr(0, sp))) continue;
+      std::string when = line.substr(sp + 1);
+      if (when.empty() || when.size() > 18 || when.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      int64_t expires = std::stoll(when);
+      if (expires >= now) seen_[line.substr(0, sp)] = expires;
+    }
+  }
+  Compact();
+}
+
+ReplayGuard::~ReplayGuard() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool ReplayGuard::journal_ok() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return journal_ok_;
+}
+
+void ReplayGuard::Compact() {
+  if (journal_.empty()) return;
+  std::string text;
+  for (const auto& [nonce, expires] : seen_) text += nonce + " " + std::to_string(expires) + "\n";
+  const std::string tmp = journal_ + ".new";
+  unlink(tmp.c_str());
+  int out = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = out >= 0 && write(out, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            fsync(out) == 0;
+  if (out >= 0) close(out);
+  ok = ok && rename(tmp.c_str(), journal_.c_str()) == 0;
+  if (fd_ >= 0) close(fd_);
+  fd_ = ok ? open(journal_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC) : -1;
+  journal_ok_ = fd_ >= 0;
+  journal_lines_ = seen_.size();
+}
+
+void ReplayGuard::Prune(int64_t now) {
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    it = it->second < now ? seen_.erase(it) : std::next(it);
+  }
+  next_prune_ = now + 10;
+  if (journal_lines_ > 2 * seen_.size() + 1000) Compact();
+}
+
 bool ReplayGuard::FirstUse(const Ticket& t, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (now >= next_prune_) {
-    for (auto it = seen_.begin(); it != seen_.end();) {
-      it = it->second < now ? seen_.erase(it) : std::next(it);
+  if (now >= next_prune_) Prune(now);
+  if (!seen_.emplace(t.nonce, t.expires).second) return false;
+  if (fd_ >= 0) {
+    // One append a ticket, before the ticket is honoured: a restart a moment
+    // later still finds it.
+    const std::string line = t.nonce + " " + std::to_string(t.expires) + "\n";
+    if (write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      journal_ok_ = false;
     }
-    next_prune_ = now + 10;
+    ++journal_lines_;
   }
-  return seen_.emplace(t.nonce, t.expires).second;
+  return true;
 }
 
 int64_t UnixNow() {

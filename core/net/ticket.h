@@ -74,13 +74,30 @@ std::optional<Ticket> VerifyTicket(const std::string& text, const std::string& k
 // Remembers the tickets a host took until they expire, so none is taken twice.
 class ReplayGuard {
  public:
+  // In memory only (hollow hosts, tests).
+  ReplayGuard() = default;
+  // Also in `journal` (a file of hostd's data dir: one "nonce expiry" line
+  // appended per ticket taken, compacted now and then), read back first: a
+  // ticket taken before a restart stays taken after it. A journal that cannot
+  // be written leaves the guard in memory only; `journal_ok()` says so.
+  ReplayGuard(std::string journal, int64_t now);
+  ~ReplayGuard();
+  ReplayGuard(const ReplayGuard&) = delete;
+  ReplayGuard& operator=(const ReplayGuard&) = delete;
   // True the first time `t` is seen (and remembers it); false after.
   bool FirstUse(const Ticket& t, int64_t now);
+  bool journal_ok() const;
 
  private:
+  void Prune(int64_t now);    // mu_ held
+  void Compact();             // mu_ held: the journal rewritten with what is remembered
   mutable std::mutex mu_;
   std::unordered_map<std::string, int64_t> seen_;  // nonce -> expiry
   int64_t next_prune_ = 0;
+  std::string journal_;
+  int fd_ = -1;
+  size_t journal_lines_ = 0;
+  bool journal_ok_ = true;
 };
 
 // Unix seconds now.

@@ -118,6 +118,46 @@ TEST_F(TicketTest, OnlyAFreshTicketSignedWithThisHostsKeyForThisJobStartsIt) {
   EXPECT_NE(std::string::npos, metrics->body.find("pgfleet_host_api_tickets_refused_total"));
 }
 
+// The tickets a host took are kept in its data dir: a ticket captured from
+// the network and replayed after the host restarted is still refused.
+TEST_F(TicketTest, AUsedTicketIsRefusedAfterTheHostRestarts) {
+  const int64_t job = 900003;
+  std::string good = Sign(net::TicketKind::kDispatch, "h1", job, 1, true, net::UnixNow() + 60, key_);
+  auto started = Start(job, good);
+  ASSERT_TRUE(started);
+  ASSERT_EQ(200, started->status) << started->body;
+  std::string stop = Sign(net::TicketKind::kStop, "h1", job, 1, false, net::UnixNow() + 60, key_);
+  auto path = "/v1/jobs/" + std::to_string(job) + "/stop?attempt=1";
+  auto stopped =
+      client_->Post(path, httplib::Headers{{"X-Pgfleet-Ticket", stop}}, "", "application/json");
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(200, stopped->status) << stopped->body;
+
+  // hostd restarts, same id and data dir.
+  const long long generation = db_.Count("select generation from pgfleet.hosts where id = 'h1'");
+  cluster_->processes()[1]->Stop();
+  cluster_->StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(WaitFor(
+      [&] { return db_.Count("select generation from pgfleet.hosts where id = 'h1'") > generation; },
+      20s));
+  ASSERT_TRUE(cluster_->WaitHostsUp(1));
+  client_ = std::make_unique<httplib::Client>(
+      db_.Scalar("select api_url from pgfleet.hosts where id = 'h1'"));
+  client_->set_bearer_token_auth(net::ReadTokenFile(cluster_->token_file()).c_str());
+  ExpectRefused(Start(job, good), 403, "already used");
+  ExpectRefused(
+      client_->Post(path, httplib::Headers{{"X-Pgfleet-Ticket", stop}}, "", "application/json"),
+      403, "already used");
+  // A fresh ticket still works.
+  auto fresh = client_->Post(
+      path,
+      httplib::Headers{{"X-Pgfleet-Ticket", Sign(net::TicketKind::kStop, "h1", job, 1, false,
+                                                 net::UnixNow() + 60, key_)}},
+      "", "application/json");
+  ASSERT_TRUE(fresh);
+  EXPECT_NE(403, fresh->status) << fresh->body;
+}
+
 TEST_F(TicketTest, ADispatchWhoseTicketIsNotPrivilegedRunsNoPrivilegedSpec) {
   // The spec claims privileged; the ticket (what the scheduler signed from
   // jobs.privileged) does not: hostd goes by the ticket.

