@@ -105,9 +105,9 @@ void PopulateRoot(ChildPlan& p) {
   // POSIX shared memory lands in the job's private /tmp: the only places a
   // job can write stay its work dir and /tmp.
   if (symlink("/tmp", p.shm_link.c_str()) != 0) ChildFail(p, kMakeDevice, errno);
-  if (!p.mask_target.empty()) {
-    MkdirP(p.mask_target);
-    if (mount("tmpfs", p.mask_target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+  for (std::string& mask : p.mask_targets) {
+    MkdirP(mask);
+    if (mount("tmpfs", mask.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "mode=755,size=16k") != 0) {
       ChildFail(p, kMaskDataDir, errno);
     }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +26,11 @@ constexpr uint64_t kRootCapabilities =
     (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETPCAP) |
     (1ULL << CAP_NET_BIND_SERVICE) | (1ULL << CAP_NET_RAW) | (1ULL << CAP_SYS_CHROOT) |
     (1ULL << CAP_MKNOD) | (1ULL << CAP_AUDIT_WRITE) | (1ULL << CAP_SETFCAP);
+
+// What a job on the host's tree does not see (an empty tmpfs instead).
+constexpr const char* kHostTreeMasks[] = {"/run", "/var/run", "/var/tmp", "/home", "/root",
+                                          "/var/lib/postgresql", "/var/spool", "/var/mail",
+                                          "/mnt", "/media"};
 
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
@@ -140,8 +146,18 @@ void PlanRoot(const model::JobSpec& spec, const PlanContext& context, ChildPlan*
     p->new_root = context.staging_root;
     p->work_target = p->new_root + p->work_source;
     p->workdir = p->work_source;
-    if (!context.data_dir.empty() && context.data_dir != "/") {
-      p->mask_target = p->new_root + context.data_dir;
+    // Hidden: hostd's data dir (other jobs, tickets), and where the host keeps
+    // sockets (a read-only mount does not stop connect(): PostgreSQL's,
+    // a container runtime's, the system bus) and its users' files, from
+    // unprivileged jobs (privileged ones see the host as before). Only real
+    // directories: a mount on a link (/var/run) would follow it.
+    std::vector<std::string> masks;
+    if (!spec.privileged) masks.assign(std::begin(kHostTreeMasks), std::end(kHostTreeMasks));
+    if (!context.data_dir.empty() && context.data_dir != "/") masks.push_back(context.data_dir);
+    std::sort(masks.begin(), masks.end());  // a parent before what is under it
+    for (const auto& m : masks) {
+      struct stat st {};
+      if (lstat(m.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) p->mask_targets.push_back(p->new_root + m);
     }
   } else {
     p->root_source = ResolveRootfs(spec.rootfs, context.data_dir);

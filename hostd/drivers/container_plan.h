@@ -33,7 +33,7 @@ inline constexpr size_t kNumDevices = sizeof(kDevices) / sizeof(kDevices[0]);
 // exec the child of a multi-threaded process may only make async-signal-safe
 // calls (in practice: plain system calls), so it must not allocate or take
 // any lock another thread may have held at clone time. It only reads this
-// plan, except that MkdirP edits mask_target and work_target in place (in
+// plan, except that MkdirP edits mask_targets and work_target in place (in
 // the child's own copy of memory).
 struct ChildPlan {
   std::string root_source;  // rootfs directory, or "/" for the host's filesystem
@@ -42,7 +42,9 @@ struct ChildPlan {
   std::string device_targets[kNumDevices];
   std::string fd_link, stdin_link, stdout_link, stderr_link, shm_link;
   std::string tmp_options;
-  std::string mask_target;  // hostd's data dir inside the new root; empty = none
+  // Emptied with a tmpfs inside the new root, parents first: hostd's data dir
+  // and, on the host's tree, where sockets and other users' files live.
+  std::vector<std::string> mask_targets;
   std::string work_source;  // the job dir on the host
   std::string work_target;  // where it is bound inside the new root
   std::string workdir;      // the job's cwd after pivot_root

@@ -6,8 +6,14 @@
 // test (CI has both): without them the tests fail with the reason.
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <fstream>
 #include <memory>
@@ -145,6 +151,46 @@ TEST_F(HostIsolationTest, FsReadsOnlyWhatTheJobCouldReadItself) {
   ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
   ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "cancelled"; }, 30s));
   EXPECT_EQ(cluster_->Cli({"fs", id, "/w.txt"}).out, "work\n");
+}
+
+// A Unix socket of the host's (mode 0777, in /run, where PostgreSQL's, the
+// container runtime's and the system bus's live) is out of reach of a job with
+// network none: a read-only mount does not stop connect(), so those
+// directories are not shown to it at all. So are home directories.
+TEST_F(HostIsolationTest, AJobOnTheHostsTreeReachesNoHostSocketAndNoHomeDirectory) {
+  const std::string dir = "/run/pgfleet-test-" + std::to_string(getpid());
+  mkdir(dir.c_str(), 0755);
+  const std::string sock = dir + "/open.sock";
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << strerror(errno);
+  ASSERT_EQ(listen(fd, 4), 0);
+  chmod(sock.c_str(), 0777);
+  struct Cleanup {
+    int fd;
+    std::string sock, dir;
+    ~Cleanup() {
+      close(fd);
+      unlink(sock.c_str());
+      rmdir(dir.c_str());
+    }
+  } cleanup{fd, sock, dir};
+  HostFile home("home", "x", 0644);  // (in /var/lib: seen, world-readable, a control)
+
+  std::string id = Submit("for p in " + sock + " " + dir + " /run/postgresql /var/run/postgresql; " +
+                          "do test -e \"$p\" && echo SEES $p; done; " +
+                          "for d in /run /root /home /var/tmp; do " +
+                          "test -n \"$(ls -A $d)\" && echo SEES inside $d; done; " +
+                          "test -e " + home.path() + " && echo CONTROL; echo end");
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "succeeded"; }, 30s))
+      << Job(id, "state") << " " << Job(id, "error");
+  std::string out = Job(id, "output_tail");
+  EXPECT_EQ(out.find("SEES"), std::string::npos) << out;
+  EXPECT_NE(out.find("CONTROL\nend"), std::string::npos) << out;
+  // Nothing ever connected to it.
+  EXPECT_LT(accept(fd, nullptr, nullptr), 0);
 }
 
 }  // namespace
