@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -194,6 +196,11 @@ void DropPrivileges(const ChildPlan& p) {
   data[1].effective = data[1].permitted = static_cast<uint32_t>(p.keep_caps >> 32);
   if (syscall(SYS_capset, &header, data) != 0) ChildFail(p, kSetCapabilities, errno);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(p, kNoNewPrivs, errno);
+  if (p.seccomp) {  // last: the filter refuses calls the steps above make
+    sock_fprog prog{static_cast<unsigned short>(p.seccomp->size()),
+                    const_cast<sock_filter*>(p.seccomp->data())};
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) ChildFail(p, kSeccomp, errno);
+  }
 }
 
 }  // namespace
@@ -261,6 +268,8 @@ std::string StepName(Step step) {
       return "setting capabilities";
     case kNoNewPrivs:
       return "setting no_new_privs";
+    case kSeccomp:
+      return "loading the seccomp filter";
     case kExec:
       return "exec";
   }

@@ -45,6 +45,7 @@ enum Step : int32_t {
   kSetUid,
   kSetCapabilities,
   kNoNewPrivs,
+  kSeccomp,
   kExec,
 };
 

@@ -1,6 +1,7 @@
 #include "hostd/drivers/container_plan.h"
 
 #include "core/model/constants.h"
+#include "hostd/drivers/seccomp_filter.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -263,6 +264,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   p.hostname = std::to_string(req.job_id);
   PlanEtcFiles(req, &p);
   p.loopback_up = WantsNewNetwork(spec);
+  if (!spec.privileged) p.seccomp = &DefaultSeccompProgram();
 
   p.argv_store = spec.command;
   for (auto& a : p.argv_store) p.argv.push_back(a.data());

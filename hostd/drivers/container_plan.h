@@ -10,6 +10,7 @@
 // the descriptors (stdin_fd, log_fd, sync_fd) itself.
 
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -54,6 +55,8 @@ struct ChildPlan {
   // the root lacks (and cannot get) is left out.
   std::vector<std::string> etc_sources, etc_targets;
   bool loopback_up = false;  // new network namespace: bring up lo, as Docker's "none" does
+  // Loaded last before exec (seccomp_filter.h); null for privileged jobs.
+  const std::vector<sock_filter>* seccomp = nullptr;
 
   std::vector<std::string> argv_store, env_store;
   std::vector<char*> argv, envp;

@@ -88,6 +88,28 @@ TEST_F(ContainerSecurityTest, NoSpellingOfRootRunsAnUnprivilegedJob) {
   }
 }
 
+// Unprivileged jobs run under the default seccomp filter
+// (hostd/drivers/seccomp_filter.h): no new user namespace (where the job
+// would be root again), no mount, no kernel keyring; privileged jobs without.
+TEST_F(ContainerSecurityTest, UnprivilegedJobsRunUnderTheSeccompFilter) {
+  const std::string script =
+      "grep Seccomp: /proc/self/status; "
+      "/usr/bin/unshare -U true 2>/dev/null && echo UNSHARED; "
+      "/usr/bin/unshare -r true 2>/dev/null && echo ROOT_IN_USERNS; "
+      "mount -t tmpfs none /tmp 2>/dev/null && echo MOUNTED; "
+      "echo end";
+  RunRequest req = Request({"/bin/sh", "-c", script});
+  req.spec.rootfs.clear();  // the host's tree: util-linux's unshare
+  Result r = Run(req);
+  EXPECT_EQ(r.status.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "Seccomp:\t2\nend\n");
+
+  RunRequest privileged = Request({"/bin/sh", "-c", "grep Seccomp: /proc/self/status"});
+  privileged.spec.rootfs.clear();
+  privileged.spec.privileged = true;
+  EXPECT_EQ(Run(privileged).output, "Seccomp:\t0\n");
+}
+
 TEST_F(ContainerSecurityTest, EnvironmentIsTheSpecsPlusPathAndTheJobsIds) {
   RunRequest req = Request({"env"});
   req.spec.env = {{"GREETING", "hello world"}};
