@@ -100,7 +100,11 @@ language sql immutable as $$
     ('host_losses_per_minute', 'integer', 1, 1000000, '10',
      'Hosts declared lost in any minute: at most the larger of this and host_losses_per_minute_share of the hosts.'),
     ('host_losses_per_minute_share', 'number', 0, 1, '0.1',
-     'Share of the hosts that may be declared lost in any minute (see host_losses_per_minute).')
+     'Share of the hosts that may be declared lost in any minute (see host_losses_per_minute).'),
+    ('max_pids', 'integer', 1024, 4194304, '4096',
+     'Most processes a job may ask for (pids_max), refused at insert above it: one job must not take the host''s PID space.'),
+    ('max_stop_grace_seconds', 'integer', 10, 86400, '300',
+     'Longest stop_grace_seconds a job may ask for, refused at insert above it: a job that ignores SIGTERM ends within it.')
 $$;
 comment on function pgfleet.setting_rules() is
   'Every setting of pgfleet.settings: its name, kind (integer or number), allowed range, default and meaning. A written value is checked against it.';

@@ -76,6 +76,35 @@ $$;
 comment on function pgfleet.spec_may_break_rules(pgfleet.jobs) is
   'False when job row n surely meets pgfleet.spec_problem''s rules (no bad env name, every field far from its size limit, run_as empty, a name or ids of at most 9 digits); true when the exact check must run.';
 
+-- The operator's ceilings on what a job may take of its host (settings
+-- max_pids and max_stop_grace_seconds), as {field, message}; null when within.
+-- Values up to the columns' defaults never read the settings (whose ranges
+-- start there): the common insert pays nothing.
+create or replace function pgfleet.limit_problem(p_pids_max integer, p_stop_grace_seconds integer)
+returns text[]
+language plpgsql stable as $$
+declare
+  v_max numeric;
+begin
+  if p_pids_max > 1024 then
+    v_max := pgfleet.setting_number('max_pids');
+    if p_pids_max > v_max then
+      return array['pids_max', format('pids_max must be <= %s (setting max_pids; got %s)', v_max, p_pids_max)];
+    end if;
+  end if;
+  if p_stop_grace_seconds > 10 then
+    v_max := pgfleet.setting_number('max_stop_grace_seconds');
+    if p_stop_grace_seconds > v_max then
+      return array['stop_grace_seconds',
+                   format('stop_grace_seconds must be <= %s (setting max_stop_grace_seconds; got %s)',
+                          v_max, p_stop_grace_seconds)];
+    end if;
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.limit_problem(integer, integer) is
+  'Which operator ceiling (settings max_pids, max_stop_grace_seconds) a job''s pids_max or stop_grace_seconds is over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
+
 -- Refuses an insert of job p_job for breaking rule p_rule, with the rule's
 -- message and SQLSTATE, naming the column (the trigger below has two ways to
 -- find a bad row, and one wording for each rule):
@@ -176,6 +205,12 @@ begin
         perform pgfleet.refuse_job_insert('spec', n.id, v_problem[1], v_problem[2]);
       end if;
     end if;
+    if n.pids_max > 1024 or n.stop_grace_seconds > 10 then
+      v_problem := pgfleet.limit_problem(n.pids_max, n.stop_grace_seconds);
+      if v_problem is not null and not pgfleet.has_role(v_caller, 'pgfleet_scheduler') then
+        perform pgfleet.refuse_job_insert('spec', n.id, v_problem[1], v_problem[2]);
+      end if;
+    end if;
     select f.id, f.deleted_at into v_formation, v_deleted_at from pgfleet.formations f where f.name = n.formation;
     if v_deleted_at is not null then
       perform pgfleet.refuse_job_insert('deleted', n.id, n.formation);
@@ -219,6 +254,16 @@ begin
    limit 1;
   if found then
     perform pgfleet.refuse_job_insert('spec', v_bad.id, v_bad.problem[1], v_bad.problem[2]);
+  end if;
+  -- (Replicas a scheduler inserts were checked as their formation's template.)
+  if not pgfleet.has_role(v_caller, 'pgfleet_scheduler') then
+    select j.id, p.problem into v_bad from new_jobs j
+     cross join lateral (select pgfleet.limit_problem(j.pids_max, j.stop_grace_seconds) as problem) p
+     where (j.pids_max > 1024 or j.stop_grace_seconds > 10) and p.problem is not null
+     limit 1;
+    if found then
+      perform pgfleet.refuse_job_insert('spec', v_bad.id, v_bad.problem[1], v_bad.problem[2]);
+    end if;
   end if;
   -- (Checked only when some formation is deleted: no scan of new_jobs otherwise.)
   if exists (select 1 from pgfleet.formations where deleted_at is not null) then

@@ -100,8 +100,9 @@ language plpgsql as $$
 declare
   v_problem text[];
 begin
-  v_problem := pgfleet.spec_problem(coalesce(new.command, array['x']), new.env, new.constraints,
-                                    new.rootfs, new.run_as);
+  v_problem := coalesce(pgfleet.spec_problem(coalesce(new.command, array['x']), new.env,
+                                             new.constraints, new.rootfs, new.run_as),
+                        pgfleet.limit_problem(new.pids_max, new.stop_grace_seconds));
   if v_problem is not null then
     raise exception '%', v_problem[2]
       using errcode = 'check_violation', column = v_problem[1],
@@ -128,11 +129,12 @@ begin
   return new;
 end $$;
 comment on function pgfleet.formations_check_template() is
-  'BEFORE INSERT OR UPDATE on formations: the job template must pass pgfleet.spec_problem.';
+  'BEFORE INSERT OR UPDATE on formations: the job template must pass pgfleet.spec_problem and the ceilings of pgfleet.limit_problem.';
 
 drop trigger if exists formations_check_template on pgfleet.formations;
 create trigger formations_check_template
-  before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner
+  before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner,
+                             pids_max, stop_grace_seconds
   on pgfleet.formations
   for each row execute function pgfleet.formations_check_template();
 

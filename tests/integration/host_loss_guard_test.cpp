@@ -198,8 +198,11 @@ TEST(Settings, EveryValueIsCheckedWhenWrittenAndABadOneChangesNothing) {
            {"host_losses_per_minute_share", "1.5", "host_losses_per_minute_share must be between 0 and 1"},
            {"host_ttl_second", "10", "setting name must be one of host_loss_guard_min_hosts, "
                                      "host_loss_guard_share, host_losses_per_minute, "
-                                     "host_losses_per_minute_share, host_ttl_seconds, max_replicas "
+                                     "host_losses_per_minute_share, host_ttl_seconds, max_pids, "
+                                     "max_replicas, max_stop_grace_seconds "
                                      "(got \"host_ttl_second\")"},
+           {"max_pids", "100", "max_pids must be between 1024 and 4194304 (got 100)"},
+           {"max_stop_grace_seconds", "5", "max_stop_grace_seconds must be between 10 and 86400"},
        }) {
     std::string err = sql.ErrorOf(
         "insert into pgfleet.settings (name, value) values ($1, $2)"
