@@ -136,7 +136,10 @@ int CmdInspect(const std::vector<std::string>& args) {
 
 int CmdStop(const std::vector<std::string>& args) {
   std::vector<std::string> pos;
-  Command cmd("pgfleet stop JOB...", kText);
+  bool force = false;
+  Command cmd("pgfleet stop [--force] JOB...", kText);
+  cmd.Options()("force", po::bool_switch(&force),
+                "kill at once (SIGKILL), without waiting out the job's stop_grace_seconds");
   cmd.Positional("job", &pos);
   if (!cmd.Parse(args)) return kExitOk;
   if (pos.empty()) throw UsageError("expected at least one JOB");
@@ -145,7 +148,7 @@ int CmdStop(const std::vector<std::string>& args) {
   auto conn = cmd.Connect();
   for (int64_t id : ids) {
     pqxx::work tx(*conn);
-    std::string result = CancelJob(tx, id);
+    std::string result = CancelJob(tx, id, force);
     tx.commit();
     std::cout << id << " " << result << "\n";
   }

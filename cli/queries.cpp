@@ -78,6 +78,7 @@ constexpr db::Statement kJobEvents{"cli_job_events",
                                    "  from pgfleet.job_events e where e.job_id = $1"};
 
 constexpr db::Statement kCancel{"cli_cancel", "select pgfleet.cancel($1) as result"};
+constexpr db::Statement kForceStop{"cli_force_stop", "select pgfleet.force_stop($1) as result"};
 
 constexpr db::Statement kListEvents{
     "cli_list_events",
@@ -161,7 +162,7 @@ model::JobState JobStateOf(const pqxx::field& f) {
 void PrepareQueries(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kSubmit,          &kJobProgress,       &kWatchJobs, &kUnwatchJobs,
                         &kWaitedJobs,      &kAttemptHost,       &kLogTicket, &kHostTicket,
-                        &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel,
+                        &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel, &kForceStop,
                         &kListEvents,      &kListHosts,         &kDrain,     &kSetHostState,
                         &kClusterSummary,  &kFormationStatuses, &kScale,     &kCreateFormation,
                         &kDeleteFormation, &kRemoveHost});
@@ -282,8 +283,8 @@ std::optional<json> InspectJob(pqxx::transaction_base& tx, int64_t job) {
   return doc;
 }
 
-std::string CancelJob(pqxx::transaction_base& tx, int64_t job) {
-  return db::Exec1(tx, kCancel, job)["result"].as<std::string>();
+std::string CancelJob(pqxx::transaction_base& tx, int64_t job, bool force) {
+  return db::Exec1(tx, force ? kForceStop : kCancel, job)["result"].as<std::string>();
 }
 
 std::vector<EventRow> ListEvents(pqxx::transaction_base& tx, int64_t job, int64_t after_id,

@@ -118,7 +118,8 @@ std::optional<nlohmann::json> InspectJob(pqxx::transaction_base& tx, int64_t job
 
 // pgfleet.cancel: returns "cancelled", "stopping", or the final state the job
 // already had.
-std::string CancelJob(pqxx::transaction_base& tx, int64_t job);
+// force: pgfleet.force_stop (killed at once, no grace) instead of pgfleet.cancel.
+std::string CancelJob(pqxx::transaction_base& tx, int64_t job, bool force = false);
 
 // --- events ---
 

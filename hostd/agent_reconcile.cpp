@@ -64,7 +64,7 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   // What this host has by that id and attempt may be another job's.
   supervisor_->ForgetOtherJob(job.job, job.attempt, job.uid);
   if (job.stop_wanted) {
-    if (!supervisor_->Stop(job.job, job.attempt)) {
+    if (!supervisor_->Stop(job.job, job.attempt, job.stop_force)) {
       supervisor_->StopBeforeStart(job.job, job.attempt);
     }
     return;

@@ -125,8 +125,14 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
     return net::ErrorResponse(res, 400, "job id must be a positive integer");
   }
   int attempt;
+  bool force = false;
   try {
     attempt = IntParam(req, "attempt");
+    if (req.has_param("force")) {
+      const std::string f = req.get_param_value("force");
+      if (f != "0" && f != "1") throw model::SpecError("force", "force must be 0 or 1 (got \"" + f.substr(0, 20) + "\")");
+      force = f == "1";
+    }
   } catch (const model::SpecError& e) {
     return net::ErrorResponse(res, 400, e.what());
   }
@@ -135,7 +141,7 @@ void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Respons
   auto t = TakeTicket(api, req.get_header_value(routes::kTicketHeader), net::TicketKind::kStop, id,
                       attempt < 0 ? 0 : attempt, &why);
   if (!t) return net::ErrorResponse(res, 403, std::string(routes::kTicketHeader) + ": " + why);
-  if (!api.supervisor.Stop(id, t->attempt)) {
+  if (!api.supervisor.Stop(id, t->attempt, force)) {
     return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
   }
   res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");

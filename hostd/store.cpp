@@ -37,7 +37,7 @@ constexpr db::Statement kWakeSchedulers{
 
 constexpr db::Statement kHostJobs{
     "hostd_host_jobs",
-    "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted,"
+    "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,"
     "       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
     "  from pgfleet.host_jobs($1) j"};
 
@@ -128,6 +128,7 @@ std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string&
     j.state_name = row["state"].as<std::string>();
     j.state = model::ParseJobState(j.state_name);
     j.stop_wanted = row["stop_wanted"].as<bool>();
+    j.stop_force = row["stop_force"].as<bool>();
     j.spec_json = row["spec"].as<std::string>();
     j.uid = row["uid"].as<std::string>();
     out.push_back(std::move(j));

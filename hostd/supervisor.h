@@ -138,9 +138,10 @@ class Supervisor {
 
   StartResult Start(int64_t job_id, int attempt, const model::JobSpec& spec, std::string* error);
   // Stops the attempt (0 = the job's latest attempt here): SIGTERM, the job's
-  // grace period, then SIGKILL. Returns immediately. False, creating nothing,
-  // for an attempt this host does not have.
-  bool Stop(int64_t job_id, int attempt);
+  // grace period, then SIGKILL; with force (pgfleet.force_stop), SIGKILL now,
+  // also during a grace already running. Returns immediately. False, creating
+  // nothing, for an attempt this host does not have.
+  bool Stop(int64_t job_id, int attempt, bool force = false);
   // The database says this attempt is ours and wanted stopped, and it never
   // started here: claim it so it never starts, and report it start_failed
   // ("stopped before it started"). For reconcile only, which reads the
@@ -224,6 +225,7 @@ class Supervisor {
     // attempt is reported lost, not exited: the host, not the job, failed.
     std::string kill_reason;
     bool kill_sent = false;
+    bool force_stopped = false;  // a force stop was applied (logged and signalled once)
     std::optional<model::Report> outcome_report;  // the final report, as sent
     bool rejected = false;   // the database rejected a report of it (see Replay)
     bool delivered = false;  // the database accepted its final report (see Replay)

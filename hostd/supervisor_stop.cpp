@@ -35,7 +35,7 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
   }).detach();
 }
 
-bool Supervisor::Stop(int64_t job_id, int attempt) {
+bool Supervisor::Stop(int64_t job_id, int attempt, bool force) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<Record> rec;
   for (auto& [key, r] : records_) {
@@ -46,6 +46,24 @@ bool Supervisor::Stop(int64_t job_id, int attempt) {
   // then: the scheduler forwards a stop on every pass while the database wants
   // the job stopped, and reconcile stops it too.
   if (!rec) return false;
+  if (force) {
+    // At once, also when a stop is already waiting out its grace.
+    if (rec->state == AttemptState::kStopping && !rec->exit) {
+      if (!rec->force_stopped) {
+        rec->force_stopped = true;
+        spdlog::info("job={} attempt={} force-stopped during its grace: SIGKILL", job_id,
+                     rec->attempt);
+        Signal(*rec, attempt::kKillSignal);
+      }
+      return true;
+    }
+    if (rec->state == AttemptState::kRunning || rec->state == AttemptState::kStarting) {
+      spdlog::info("job={} attempt={} force-stopped: SIGKILL", job_id, rec->attempt);
+      rec->force_stopped = true;
+    }
+    StopRecord(rec, 0, true);
+    return true;
+  }
   spdlog::info("job={} attempt={} stopping (grace {}s)", job_id, rec->attempt,
                rec->spec.stop_grace_seconds);
   StopRecord(rec, rec->spec.stop_grace_seconds, false);

@@ -291,7 +291,8 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
   }
   for (const auto& s : stops) {
     std::string path =
-        "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt);
+        "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt) +
+        (s.force ? "&force=1" : "");
     try {
       httplib::Headers headers;
       if (net::IsTicketKey(s.ticket_key)) {

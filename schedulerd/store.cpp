@@ -115,7 +115,7 @@ constexpr db::Statement kDispatchUnanswered{"schedulerd_dispatch_unanswered",
 
 constexpr db::Statement kStopsToForward{
     "schedulerd_stops_to_forward",
-    "select j.id, j.attempt, j.host_id, h.api_url,"
+    "select j.id, j.attempt, j.host_id, h.api_url, j.stop_force,"
     "       coalesce(encode(k.key, 'hex'), '') as ticket_key from pgfleet.jobs j"
     "  join pgfleet.hosts h on h.id = j.host_id"
     "  left join pgfleet.host_keys k on k.host_id = h.id"
@@ -314,7 +314,8 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
   out.reserve(rows.size());
   for (const auto& r : rows) {
     out.push_back({r["id"].as<int64_t>(), r["attempt"].as<int>(), r["host_id"].as<std::string>(),
-                   r["api_url"].as<std::string>(), r["ticket_key"].as<std::string>()});
+                   r["api_url"].as<std::string>(), r["ticket_key"].as<std::string>(),
+                   r["stop_force"].as<bool>()});
   }
   return out;
 }

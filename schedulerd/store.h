@@ -162,6 +162,7 @@ struct StopToForward {
   std::string host_id;
   std::string api_url;
   std::string ticket_key;  // the host's, to sign the stop ticket with
+  bool force = false;      // pgfleet.force_stop: kill at once
 };
 // Assigned or running jobs whose desired state is stop.
 std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);

@@ -51,6 +51,7 @@ language sql immutable as $$
     when n.started_at is not null then 'started_at'
     when n.finished_at is not null then 'finished_at'
     when n.requeue_on_stop then 'requeue_on_stop'
+    when n.stop_force then 'stop_force'
   end
 $$;
 comment on function pgfleet.owned_column_set(pgfleet.jobs) is

@@ -108,6 +108,10 @@ TEST_F(TicketTest, OnlyAFreshTicketSignedWithThisHostsKeyForThisJobStartsIt) {
   ExpectRefused(stop_with(Sign(net::TicketKind::kStop, "h1", job + 1, 1, false, later, key_)), 403,
                 "not job 900001");
   std::string stop = Sign(net::TicketKind::kStop, "h1", job, 1, false, later, key_);
+  // A force flag that is not 0 or 1 is refused, naming it, and stops nothing.
+  auto bad_force = client_->Post(path + "&force=yes", httplib::Headers{{"X-Pgfleet-Ticket", stop}},
+                                 "", "application/json");
+  ExpectRefused(bad_force, 400, "force must be 0 or 1");
   auto stopped = stop_with(stop);
   ASSERT_TRUE(stopped);
   EXPECT_EQ(200, stopped->status) << stopped->body;
