@@ -129,6 +129,8 @@ std::optional<int> ResolveMachineDefaults(const pgfleet::daemon::Flags& flags, H
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd))) f->data_dir = std::string(cwd) + "/" + f->data_dir;
   }
+  // Its cgroups are named under its data dir's scope (container.h).
+  pgfleet::hostd::SetCgroupScope(f->data_dir);
   if (f->driver_name == "auto") f->driver_name = pgfleet::hostd::DefaultDriverName(&f->driver_note);
   // Each shim makes its own driver; hostd only checks this one can run here
   // (constructing one would, on destruction, tidy cgroups the shims share).

@@ -76,8 +76,6 @@ std::string CgroupName(const std::string& s) {
   return out;
 }
 
-std::string HostCgroupPath(const std::string& host_id) { return "pgfleet/" + CgroupName(host_id); }
-
 std::string JobCgroupPath(const std::string& host_id, int64_t job_id, int attempt) {
   return HostCgroupPath(host_id) + "/" + std::to_string(job_id) + "-" + std::to_string(attempt);
 }
@@ -156,6 +154,7 @@ class ContainerDriver : public Driver {
   ~ContainerDriver() override {
     // Leave no empty per-host group behind; busy ones stay.
     DeleteCgroupIfEmpty(sys_, HostCgroupPath(opts_.host_id));
+    DeleteCgroupIfEmpty(sys_, ScopeCgroupPath());
     DeleteCgroupIfEmpty(sys_, "pgfleet");
   }
 
@@ -270,6 +269,41 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
 
 }  // namespace
 
+namespace {
+std::mutex g_scope_mu;
+std::string g_scope = "local";  // guarded by g_scope_mu
+}  // namespace
+
+std::string CgroupScopeOf(const std::string& data_dir) {
+  if (data_dir.empty()) return "local";
+  std::string real = RealPath(data_dir);
+  if (real.empty()) real = data_dir;
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a
+  for (unsigned char c : real) h = (h ^ c) * 1099511628211ULL;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+void SetCgroupScope(const std::string& data_dir) {
+  std::lock_guard<std::mutex> lock(g_scope_mu);
+  g_scope = CgroupScopeOf(data_dir);
+}
+
+std::string HostCgroupPathFor(const std::string& data_dir, const std::string& host_id) {
+  return "pgfleet/" + CgroupScopeOf(data_dir) + "/" + CgroupName(host_id);
+}
+
+std::string HostCgroupPath(const std::string& host_id) {
+  std::lock_guard<std::mutex> lock(g_scope_mu);
+  return "pgfleet/" + g_scope + "/" + CgroupName(host_id);
+}
+
+std::string ScopeCgroupPath() {
+  std::lock_guard<std::mutex> lock(g_scope_mu);
+  return "pgfleet/" + g_scope;
+}
+
 bool ContainerDriverAvailable(std::string* why) {
   std::string reason;
   if (geteuid() != 0) {
@@ -286,6 +320,7 @@ std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts) {
   std::string why;
   if (!ContainerDriverAvailable(&why)) throw DriverError("container driver unavailable: " + why);
   const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  if (!opts.data_dir.empty()) SetCgroupScope(opts.data_dir);
 
   // The host-filesystem root of jobs without a rootfs is assembled on an
   // empty directory; any mounts on it exist only in each job's namespace.
@@ -363,6 +398,7 @@ int RemoveLeftoverCgroups(const std::string& host_id,
     ++removed;
   }
   DeleteCgroupIfEmpty(*sys, HostCgroupPath(host_id));
+  DeleteCgroupIfEmpty(*sys, ScopeCgroupPath());
   DeleteCgroupIfEmpty(*sys, "pgfleet");
   return removed;
 }

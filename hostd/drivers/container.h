@@ -72,10 +72,24 @@ std::optional<CgroupNow> ReadJobCgroupNow(const std::string& host_id, int64_t jo
 std::vector<std::string> JobCgroupProcsFiles(const std::string& host_id, int64_t job_id,
                                              int attempt);
 
+// hostd's cgroups are pgfleet/<scope>/<host>/<job>-<attempt>, where the
+// scope is a hash of hostd's data directory (its real path): two hostds of
+// two clusters on one machine, even with the same host id and job ids, never
+// share a cgroup, and each removes only what is under its own scope.
+// CgroupScopeOf: that hash ("local" for no data dir). SetCgroupScope: this
+// process's scope (hostd at start; MakeContainerDriver with a data dir).
+std::string CgroupScopeOf(const std::string& data_dir);
+void SetCgroupScope(const std::string& data_dir);
+// pgfleet/<scope>, and pgfleet/<scope>/<host>, of this process's scope.
+std::string ScopeCgroupPath();
+std::string HostCgroupPath(const std::string& host_id);
+// pgfleet/<scope>/<host> of the hostd whose data dir is given (for tests and tools).
+std::string HostCgroupPathFor(const std::string& data_dir, const std::string& host_id);
+
 // Cleaning up after shims that did not (hostd calls these; the container
 // driver's own path ends with Wait() deleting the cgroup):
 //
-// The cgroup of a job's attempt, pgfleet/<host>/<job>-<attempt>, once its shim
+// The cgroup of a job's attempt, pgfleet/<scope>/<host>/<job>-<attempt>, once its shim
 // is gone: everything still in it is killed and it is deleted. Returns how
 // many processes were left in it (0 too when it does not exist, or cgroups
 // are not usable here).

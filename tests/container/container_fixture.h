@@ -153,7 +153,7 @@ class ContainerDriverTest : public ::testing::Test {
   }
 
   std::string CgroupPath(const RunRequest& r) const {
-    return "pgfleet/" + host_ + "/" + std::to_string(r.job_id) + "-" + std::to_string(r.attempt);
+    return HostCgroupPath(host_) + "/" + std::to_string(r.job_id) + "-" + std::to_string(r.attempt);
   }
 
   const CgroupSystem& Cgroups() const { return *CgroupSystem::Get(nullptr); }
@@ -163,7 +163,7 @@ class ContainerDriverTest : public ::testing::Test {
     const CgroupSystem* sys = CgroupSystem::Get(nullptr);
     if (!sys) return;
     for (const auto& c : sys->controllers()) {
-      auto left = Subdirs(sys->Dir(c, "pgfleet/" + host_));
+      auto left = Subdirs(sys->Dir(c, HostCgroupPath(host_)));
       EXPECT_TRUE(left.empty()) << left.size() << " job cgroup(s) left in " << c << ", e.g. "
                                 << left.front();
     }

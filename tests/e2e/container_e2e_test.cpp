@@ -100,14 +100,10 @@ class ContainerE2eTest : public ::testing::Test {
     return "e2e-" + kind + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
   }
 
-  // pgfleet/<host> in every controller the driver uses; on this cgroup v1 CI
-  // machine: /sys/fs/cgroup/{memory,cpu,cpuacct,pids}/pgfleet/<host>.
+  // pgfleet/<scope>/<host> in every controller the driver uses; on this
+  // cgroup v1 CI machine: /sys/fs/cgroup/{memory,cpu,cpuacct,pids}/pgfleet/<scope>/<host>.
   static std::vector<std::string> HostCgroupDirs(const std::string& host) {
-    std::vector<std::string> out;
-    const hostd::CgroupSystem* sys = hostd::CgroupSystem::Get(nullptr);
-    if (!sys) return out;
-    for (const auto& c : sys->controllers()) out.push_back(sys->Dir(c, "pgfleet/" + host));
-    return out;
+    return pgfleet::testing::HostCgroupDirs(host);
   }
 
   // Every test waits for its jobs to finish, so a job cgroup still there is a
@@ -312,7 +308,10 @@ TEST_F(ContainerE2eTest, ExecAndFsSeeWhatTheContainerSees) {
   EXPECT_NE(std::string::npos, etc.out.find("127.0.1.1\t" + id + "\n")) << etc.out;
   auto cg = cluster_->Cli({"exec", id, "--", "cat", "/proc/self/cgroup"}, 30s);
   EXPECT_EQ(0, cg.exit_code) << cg.err;
-  EXPECT_NE(std::string::npos, cg.out.find("/pgfleet/" + host_ + "/" + id + "-1")) << cg.out;
+  EXPECT_NE(std::string::npos,
+            cg.out.find("/" + hostd::HostCgroupPathFor(cluster_->dir() + "/" + host_, host_) + "/" +
+                        id + "-1"))
+      << cg.out;
   // Its PID namespace: the job's sleep is PID 1 there.
   auto ps = cluster_->Cli({"exec", id, "--", "cat", "/proc/1/cmdline"}, 30s);
   EXPECT_EQ(0, ps.exit_code) << ps.err;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/util/text.h"
 #include "hostd/drivers/container.h"
@@ -191,6 +192,69 @@ TEST_F(HostIsolationTest, AJobOnTheHostsTreeReachesNoHostSocketAndNoHomeDirector
   EXPECT_NE(out.find("CONTROL\nend"), std::string::npos) << out;
   // Nothing ever connected to it.
   EXPECT_LT(accept(fd, nullptr, nullptr), 0);
+}
+
+// Two clusters (two databases) on one machine, each with a host of the same
+// id: A runs its job 1, B its jobs 1 and 2 (ids and attempts the same as
+// A's). Starting, SIGKILLing and stopping A's hostd, and A's job ending,
+// leave B's jobs running: each hostd's cgroups are named under its own scope
+// (before, A's restart took B's job 2 for a leftover of its own and killed
+// it, and both jobs 1 shared one cgroup).
+TEST(TwoClustersTest, HostsOfOneIdInTwoClustersNeverTouchEachOthersJobs) {
+  ASSERT_EQ(geteuid(), 0u) << "needs root (CI has it)";
+  std::string why;
+  ASSERT_TRUE(hostd::ContainerDriverAvailable(&why)) << why;
+  TestDatabase db_a, db_b;
+  Cluster a(db_a), b(db_b);
+  const std::string host = "twin" + std::to_string(getpid());
+  a.StartScheduler("s1");
+  b.StartScheduler("s1");
+  a.StartHost(host, 4000, 4000, {"--driver", "container"});
+  b.StartHost(host, 4000, 4000, {"--driver", "container"});
+  ASSERT_TRUE(a.WaitHostsUp(1) && b.WaitHostsUp(1)) << a.Logs() << b.Logs();
+  db_a.Scalar("insert into pgfleet.jobs (command) values ('{sleep,600}')");
+  db_b.Scalar("insert into pgfleet.jobs (command) select '{sleep,600}' from generate_series(1, 2)");
+  auto pid_of = [](const TestDatabase& db, int job) {
+    return db.Scalar("select pid from pgfleet.jobs where id = " + std::to_string(job) +
+                     " and state = 'running'");
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] { return !pid_of(db_a, 1).empty() && !pid_of(db_b, 1).empty() && !pid_of(db_b, 2).empty(); },
+      30s))
+      << a.Logs() << b.Logs();
+  const std::string a1 = pid_of(db_a, 1), b1 = pid_of(db_b, 1), b2 = pid_of(db_b, 2);
+  auto b_alive = [&] { return !ProcessGone(b1) && !ProcessGone(b2); };
+  // Sampled for 2 s: B's jobs stay up.
+  auto b_stays_alive = [&] {
+    bool alive = true;
+    for (int i = 0; i < 20 && alive; ++i) {
+      alive = b_alive();
+      std::this_thread::sleep_for(100ms);
+    }
+    return alive;
+  };
+
+  // A's hostd killed and started again: it re-attaches its own job and
+  // removes the cgroups it finds without a shim of its own.
+  a.processes()[1]->Kill9();
+  const long long generation = db_a.Count("select generation from pgfleet.hosts");
+  a.StartHost(host, 4000, 4000, {"--driver", "container"});
+  ASSERT_TRUE(WaitFor([&] { return db_a.Count("select generation from pgfleet.hosts") > generation; },
+                      20s))
+      << a.Logs();
+  EXPECT_TRUE(b_stays_alive()) << "a job of B died when A's hostd restarted";
+  EXPECT_FALSE(ProcessGone(a1)) << "A's own job did not survive its hostd's restart";
+
+  // A's job ends: its cgroup goes, B's job 1 stays.
+  db_a.Scalar("select pgfleet.cancel(1)");
+  ASSERT_TRUE(WaitFor([&] { return db_a.Scalar("select state from pgfleet.jobs where id = 1") == "cancelled"; },
+                      30s));
+  EXPECT_TRUE(b_stays_alive()) << "a job of B died when A's job of the same id ended";
+
+  // A's hostd stopped (SIGTERM: it tidies its own empty cgroups).
+  a.processes().back()->Stop();
+  EXPECT_TRUE(b_stays_alive()) << "a job of B died when A's hostd stopped";
+  EXPECT_EQ("2", db_b.Scalar("select count(*) from pgfleet.jobs where state = 'running'"));
 }
 
 }  // namespace

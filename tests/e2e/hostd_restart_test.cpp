@@ -25,6 +25,7 @@
 #include "core/util/text.h"
 #include "hostd/attempt_dir.h"
 #include "hostd/drivers/cgroup.h"
+#include "hostd/drivers/container.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {
@@ -91,8 +92,7 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
   // its last job's shim was still tidying up), and a job whose shim was
   // killed leaves its (empty) cgroup: remove them.
   void RemoveHostCgroups() {
-    for (const char* c : {"memory", "cpu", "cpuacct", "pids", "cpu,cpuacct", "unified", ""}) {
-      std::string dir = std::string("/sys/fs/cgroup/") + c + (*c ? "/" : "") + "pgfleet/" + host_;
+    for (const std::string& dir : HostCgroupDirs(host_)) {
       WaitFor(
           [&] {
             if (DIR* d = opendir(dir.c_str())) {
@@ -116,7 +116,8 @@ class HostdRestartTest : public ::testing::TestWithParam<std::string> {
     const hostd::CgroupSystem* sys = hostd::CgroupSystem::Get(nullptr);
     if (!sys) return out;
     for (const auto& c : sys->controllers()) {
-      std::string dir = sys->Dir(c, "pgfleet/" + host_ + (path.empty() ? "" : "/" + path));
+      std::string dir =
+          sys->Dir(c, hostd::HostCgroupPathFor(DataDir(), host_) + (path.empty() ? "" : "/" + path));
       struct stat st;
       if (stat(dir.c_str(), &st) == 0) out.push_back(dir);
     }

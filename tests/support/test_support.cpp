@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "core/db/migrate.h"
+#include "hostd/drivers/cgroup.h"
 #include "core/net/ticket.h"
 
 namespace pgfleet::testing {
@@ -252,6 +254,23 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
   res.out = Slurp(out);
   res.err += Slurp(err);
   return res;
+}
+
+std::vector<std::string> HostCgroupDirs(const std::string& host) {
+  std::vector<std::string> out;
+  const hostd::CgroupSystem* sys = hostd::CgroupSystem::Get(nullptr);
+  if (!sys) return out;
+  for (const auto& c : sys->controllers()) {
+    const std::string base = sys->Dir(c, "pgfleet");
+    for (const auto& scope : Subdirs(base)) {
+      std::string dir = base + "/" + scope + "/" + host;
+      struct stat st {};
+      if (stat(dir.c_str(), &st) == 0 && std::find(out.begin(), out.end(), dir) == out.end()) {
+        out.push_back(dir);
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> Subdirs(const std::string& dir) {

@@ -111,6 +111,11 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
 // Names of the subdirectories of dir (none if it cannot be read).
 std::vector<std::string> Subdirs(const std::string& dir);
 
+// The per-host cgroup directories pgfleet/<scope>/<host> of `host` that exist
+// now, whatever hostd's scope (hostd/drivers/container.h), in every
+// controller the container driver uses.
+std::vector<std::string> HostCgroupDirs(const std::string& host);
+
 // True when the process is gone, or a zombie nobody has reaped yet: either
 // way it runs no code any more.
 bool ProcessGone(const std::string& pid);
