@@ -56,7 +56,12 @@ $$;
 comment on function pgfleet.masked(jsonb) is 'An env object with every value replaced by ********.';
 
 drop view if exists pgfleet.visible_jobs;
-create view pgfleet.visible_jobs as
+-- A security barrier: the view's owner filter runs before any function of
+-- the caller's query sees a row. Without it, a submitter's own cheap
+-- function in WHERE was shown every tenant's rows (command, output tail,
+-- error, idempotency key) first (tests/integration/leaky_view_test.cpp).
+-- Built-in operators are leakproof, so `where id = 5` still uses the index.
+create view pgfleet.visible_jobs with (security_barrier = true) as
 select j.id, j.formation, j.command,
        case when j.owner = pgfleet.caller() or pgfleet.sees_every_env() then j.env
             else pgfleet.masked(j.env) end as env,
