@@ -97,7 +97,19 @@ grant select on pgfleet.settings
 
 -- Submitters: insert jobs (every column: jobs_after_insert refuses what a
 -- submitter may not set, naming the column), read their own jobs and events.
-grant select, insert on pgfleet.jobs to pgfleet_submitter;
+-- Every column but id: ids are the identity's, never the submitter's (with
+-- OVERRIDING SYSTEM VALUE an id <= 0 made every dispatch batch holding it
+-- fail, and future ids made other tenants' inserts fail as duplicates).
+grant select on pgfleet.jobs to pgfleet_submitter;
+revoke insert on pgfleet.jobs from pgfleet_submitter;
+do $$
+begin
+  execute (select format('grant insert (%s) on pgfleet.jobs to pgfleet_submitter',
+                         string_agg(quote_ident(attname), ', ' order by attnum))
+             from pg_attribute
+            where attrelid = 'pgfleet.jobs'::regclass and attnum > 0 and not attisdropped
+              and attname <> 'id');
+end $$;
 grant select on pgfleet.job_events to pgfleet_submitter;
 
 -- Operators (members of pgfleet_submitter): every job and event, formations,

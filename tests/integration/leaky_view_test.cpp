@@ -57,5 +57,28 @@ TEST(LeakyFunction, NoViewShowsAnotherOwnersJobToAFunctionInTheCallersQuery) {
   EXPECT_EQ(seen.text.find("BOBKEY"), std::string::npos) << seen.text;
 }
 
+// Job ids are the identity's: a submitter cannot set one by any spelling
+// (OVERRIDING SYSTEM VALUE included). An id <= 0 made every dispatch batch
+// that held it fail; future ids made other tenants' inserts fail.
+TEST(SystemColumns, ASubmitterCannotSetAJobsId) {
+  TestDatabase db;
+  Sql alice(db.DsnAs(db.CreateLogin("alice", {"pgfleet_submitter"})));
+  for (const std::string& sql : {
+           std::string("insert into pgfleet.jobs (id, command) overriding system value values (-1, '{true}')"),
+           std::string("insert into pgfleet.jobs (id, command) overriding system value values (1000000, '{true}')"),
+           std::string("insert into pgfleet.jobs (id, command) values (7, '{true}')"),
+           std::string("insert into pgfleet.jobs overriding system value select * from pgfleet.jobs"),
+       }) {
+    std::string err = alice.ErrorOf(sql);
+    EXPECT_TRUE(err.find("permission denied for table jobs") != std::string::npos ||
+                err.find("cannot insert a non-DEFAULT value into column \"id\"") != std::string::npos)
+        << sql << ": " << err;
+  }
+  EXPECT_EQ(Sql(db).Num("select count(*) from pgfleet.jobs"), 0);
+  // Without an id it works, and the id is the next of the identity.
+  long long id = alice.Num("insert into pgfleet.jobs (command) values ('{true}') returning id");
+  EXPECT_GT(id, 0);
+}
+
 }  // namespace
 }  // namespace pgfleet::integration
