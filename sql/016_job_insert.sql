@@ -216,8 +216,12 @@ begin
     if v_deleted_at is not null then
       perform pgfleet.refuse_job_insert('deleted', n.id, n.formation);
     end if;
-    if v_formation is null then  -- unknown: a batch formation of that name
-      insert into pgfleet.formations (name) values (n.formation) on conflict (name) do nothing;
+    if v_formation is null then  -- unknown: a batch formation of that name, the submitter's
+      -- (Owner and network named: their defaults are current_user's, and this
+      -- function runs as the schema's owner.)
+      insert into pgfleet.formations (name, owner, network)
+      values (n.formation, v_caller, pgfleet.default_network())
+      on conflict (name) do nothing;
     end if;
     insert into pgfleet.job_events (job_id, attempt, kind) values (n.id, 0, 'created');
     if pgfleet.schedulers_sleep() then
@@ -280,8 +284,8 @@ begin
   -- than asking.)
   if exists (select 1 from new_jobs j
               where not exists (select 1 from pgfleet.formations f where f.name = j.formation)) then
-    insert into pgfleet.formations (name)
-    select distinct j.formation from new_jobs j
+    insert into pgfleet.formations (name, owner, network)
+    select distinct j.formation, v_caller, pgfleet.default_network() from new_jobs j
      where not exists (select 1 from pgfleet.formations f where f.name = j.formation)
     on conflict (name) do nothing;
   end if;

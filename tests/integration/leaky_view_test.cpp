@@ -80,5 +80,29 @@ TEST(SystemColumns, ASubmitterCannotSetAJobsId) {
   EXPECT_GT(id, 0);
 }
 
+// Submitting to a formation that does not exist yet creates it, owned by the
+// submitter (it used to fail for every submitter: the insert trigger, running
+// as the schema's owner, made the schema's owner the new formation's owner,
+// which the template rule refused), and never depends on another one's name.
+TEST(NewFormation, ASubmitterOwnsTheFormationItsJobCreates) {
+  TestDatabase db;
+  Sql owner(db);
+  std::string bob_login = db.CreateLogin("bob", {"pgfleet_submitter"});
+  Sql bob(db.DsnAs(bob_login));
+  EXPECT_EQ(bob.ErrorOf("insert into pgfleet.jobs (command, formation) values ('{true}', 'nightly')"), "");
+  EXPECT_EQ(bob.ErrorOf("select pgfleet.submit(array['true'], formation => 'weekly')"), "");
+  EXPECT_EQ(bob.ErrorOf("insert into pgfleet.jobs (command, formation)"
+                        " select '{true}', 'f' || g from generate_series(1, 3) g"),
+            "");
+  EXPECT_EQ(owner.Str("select string_agg(name || ':' || (owner = $1), ' ' order by name)"
+                      " from pgfleet.formations where name <> 'default'",
+                      bob_login),
+            "f1:true f2:true f3:true nightly:true weekly:true");
+  // With 'default' renamed, a job without a formation makes a new 'default'.
+  owner.Exec("update pgfleet.formations set name = 'old-default' where name = 'default'");
+  EXPECT_EQ(bob.ErrorOf("insert into pgfleet.jobs (command) values ('{true}')"), "");
+  EXPECT_EQ(owner.Num("select count(*) from pgfleet.jobs"), 6);
+}
+
 }  // namespace
 }  // namespace pgfleet::integration
