@@ -148,6 +148,35 @@ $$;
 comment on function pgfleet.setting_number(text) is
   'A numeric setting in force: its row of pgfleet.settings, else the default of pgfleet.setting_rules().';
 
+-- The operator's ceilings on what a job may take of its host (settings
+-- max_pids and max_stop_grace_seconds), as {field, message}; null when within.
+-- Values up to the columns' defaults never read the settings (whose ranges
+-- start there): the common insert pays nothing.
+create or replace function pgfleet.limit_problem(p_pids_max integer, p_stop_grace_seconds integer)
+returns text[]
+language plpgsql stable as $$
+declare
+  v_max numeric;
+begin
+  if p_pids_max > 1024 then
+    v_max := pgfleet.setting_number('max_pids');
+    if p_pids_max > v_max then
+      return array['pids_max', format('pids_max must be <= %s (setting max_pids; got %s)', v_max, p_pids_max)];
+    end if;
+  end if;
+  if p_stop_grace_seconds > 10 then
+    v_max := pgfleet.setting_number('max_stop_grace_seconds');
+    if p_stop_grace_seconds > v_max then
+      return array['stop_grace_seconds',
+                   format('stop_grace_seconds must be <= %s (setting max_stop_grace_seconds; got %s)',
+                          v_max, p_stop_grace_seconds)];
+    end if;
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.limit_problem(integer, integer) is
+  'Which operator ceiling (settings max_pids, max_stop_grace_seconds) a job''s pids_max or stop_grace_seconds is over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
+
 -- The default TTL is defined here only (migration 0001 also wrote it into
 -- pgfleet.settings, where operators change it).
 create or replace function pgfleet.host_ttl() returns interval

@@ -27,8 +27,10 @@ declare
   v_given jsonb;  -- the options given (not null), column -> value
   v_columns text;
 begin
+  -- Keys are per owner (the job's owner is current_user, the column's default).
   if idempotency_key is not null then
-    select j.id into v_id from pgfleet.jobs j where j.idempotency_key = submit.idempotency_key;
+    select j.id into v_id from pgfleet.jobs j
+     where j.owner = current_user and j.idempotency_key = submit.idempotency_key;
     if found then return v_id; end if;
   end if;
   select coalesce(jsonb_object_agg(o.key, o.value), '{}'), string_agg(format(', %I', o.key), '')
@@ -43,15 +45,12 @@ begin
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
                  ' from jsonb_populate_record(null::pgfleet.jobs, $2) r'
-                 ' on conflict (idempotency_key) where idempotency_key is not null do nothing'
+                 ' on conflict (owner, idempotency_key) where idempotency_key is not null do nothing'
                  ' returning j.id', v_columns, replace(v_columns, ', ', ', r.'))
     into v_id using command, v_given;
-  if v_id is null then  -- a concurrent submit with the same key won
-    select j.id into v_id from pgfleet.jobs j where j.idempotency_key = submit.idempotency_key;
-    if not found then  -- a job this caller may not see has the key
-      raise exception 'idempotency_key % is already used by another owner''s job', idempotency_key
-        using errcode = 'unique_violation', column = 'idempotency_key';
-    end if;
+  if v_id is null then  -- a concurrent submit of this owner with the same key won
+    select j.id into v_id from pgfleet.jobs j
+     where j.owner = current_user and j.idempotency_key = submit.idempotency_key;
   end if;
   return v_id;
 end $$;
