@@ -36,6 +36,7 @@ Dispatcher::Dispatcher(std::string dsn, std::string token, int timeout_seconds,
       metrics_(metrics),
       who_(std::move(who)),
       pool_(std::move(token), net::ClientPool::Options{kConnectionsPerOrigin}),
+      stops_(pool_, timeout_seconds, metrics),
       record_conn_(std::move(dsn), "dispatch connection") {
   record_conn_.SetOnConnect(store::PrepareDispatchOutcomes);
   for (int i = 0; i < kDeliverers; ++i) deliverers_.emplace_back([this] { Deliverer(); });
@@ -289,28 +290,7 @@ void Dispatcher::ForwardStops(pqxx::connection& conn) {
     pqxx::nontransaction tx(conn);  // one statement: no BEGIN and COMMIT round trips
     stops = store::StopsToForward(tx);
   }
-  for (const auto& s : stops) {
-    std::string path =
-        "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" + std::to_string(s.attempt) +
-        (s.force ? "&force=1" : "");
-    try {
-      httplib::Headers headers;
-      if (net::IsTicketKey(s.ticket_key)) {
-        headers.emplace(net::kTicketHeader,
-                        net::SignTicket({net::TicketKind::kStop, s.host_id, s.job_id, s.attempt,
-                                         false, net::UnixNow() + net::kTicketSeconds, ""},
-                                        s.ticket_key));
-      }
-      auto res = pool_.Post(s.api_url, path, "", timeout_seconds_, headers);
-      if (!res || res->status >= 300) {
-        spdlog::warn(
-            "job={} attempt={} host={}: stop not delivered (hostd's reconcile will stop it)",
-            s.job_id, s.attempt, s.host_id);
-      }
-    } catch (const std::exception& e) {
-      spdlog::warn("job={} stop: {}", s.job_id, e.what());
-    }
-  }
+  stops_.Forward(stops, std::chrono::steady_clock::now());
 }
 
 }  // namespace pgfleet::schedulerd

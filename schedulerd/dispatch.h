@@ -19,8 +19,9 @@
 // inserted meanwhile must not wait for that answer to be placed. Delivery
 // threads (kDeliverers) send them, and record the outcomes on the
 // dispatcher's own database connection. Everything submitted is delivered
-// before the dispatcher is destroyed. Stops are forwarded by the loop, on its
-// work connection, outside any formation transaction (ForwardStops).
+// before the dispatcher is destroyed. Stops are read by the loop, on its work
+// connection, outside any formation transaction, and sent by StopForwarder's
+// threads (ForwardStops).
 //
 // How it is sent: a fixed number of sender threads (kSenders) work through
 // the hosts of a pass, over keep-alive connections kept between passes
@@ -43,6 +44,7 @@
 #include "core/db/deadline.h"
 #include "core/metrics/metrics.h"
 #include "core/net/client_pool.h"
+#include "schedulerd/stop_forwarder.h"
 
 namespace pgfleet::schedulerd {
 
@@ -122,9 +124,11 @@ class Dispatcher {
   // resets their backoff). Returns at once, unless
   // kMaxWaiting submissions are already waiting for a delivery thread.
   void Submit(Targets targets);
-  // Asks hosts to stop the jobs whose desired state is stop (one statement
-  // on conn, then one request per job).
+  // Asks hosts to stop the jobs whose desired state is stop: one statement
+  // on conn, then the requests go to StopForwarder's per-host senders
+  // (returns at once; a silent host delays only its own stops).
   void ForwardStops(pqxx::connection& conn);
+  const StopForwarder& stops() const { return stops_; }
 
  private:
   // Sends every host its batch and records the outcomes (errors recording
@@ -158,6 +162,7 @@ class Dispatcher {
   metrics::Registry& metrics_;
   std::string who_;
   net::ClientPool pool_;
+  StopForwarder stops_;  // uses pool_
 
   std::mutex record_mu_;
   db::ReconnectingConnection record_conn_;  // guarded by record_mu_

@@ -196,19 +196,36 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
     std::optional<std::vector<store::SnapshotHost>> pass_hosts;  // loaded when first needed
     for (int id : formations) {
       if (stop) break;
+      if (!backoff_.Due(id, Clock::now())) continue;  // failing: its wait has not passed
       deadline.Renew();
       try {
         auto result = formation_pass_.Work(conn, id, &targets, &pass_hosts);
         if (result.more_waiting) dirty_.insert(id);
         assigned = assigned || result.assigned;
+        if (backoff_.Succeeded(id)) {
+          pqxx::nontransaction tx(conn);
+          store::ClearPassError(tx, id);
+        }
       } catch (const pqxx::broken_connection&) {
         throw;
       } catch (const std::exception& e) {
-        // Rolled back; retried next pass. Other formations' committed
-        // assignments must still be dispatched below.
-        spdlog::warn("formation id={} pass failed, will retry: {}", id, e.what());
+        // Rolled back; retried after a backoff (FormationBackoff), so an
+        // input that fails every pass never makes this loop spin. Other
+        // formations' committed assignments must still be dispatched below.
+        auto f = backoff_.Failed(id, Clock::now());
         metrics_.Add("pgfleet_scheduler_errors_total", 1);
-        dirty_.insert(id);
+        if (f.log) {
+          spdlog::warn("formation id={} pass failed ({} in a row), next try in {} ms: {}", id,
+                       f.failures, f.wait.count(), e.what());
+        }
+        try {
+          pqxx::nontransaction tx(conn);
+          store::RecordPassError(tx, id, e.what(), f.failures);
+        } catch (const pqxx::broken_connection&) {
+          throw;
+        } catch (const std::exception&) {
+          // advisory: the log and the metric have it
+        }
       }
     }
   }

@@ -36,6 +36,7 @@
 #include "core/db/connection.h"
 #include "core/metrics/metrics.h"
 #include "schedulerd/dispatch.h"
+#include "schedulerd/formation_backoff.h"
 #include "schedulerd/formation_pass.h"
 #include "schedulerd/maintenance.h"
 
@@ -99,6 +100,7 @@ class Scheduler {
   db::ReconnectingConnection work_conn_;
   std::unique_ptr<Receiver> receiver_;
   std::set<int> dirty_;
+  FormationBackoff backoff_;  // formations whose pass keeps failing
   bool all_dirty_ = true;
   bool holds_idle_lock_ = false;       // on listen_conn_'s current session
   std::chrono::milliseconds poll_{0};  // PollForWork's next wait

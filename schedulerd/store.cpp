@@ -121,6 +121,16 @@ constexpr db::Statement kStopsToForward{
     "  left join pgfleet.host_keys k on k.host_id = h.id"
     " where j.desired_state = 'stop' and j.state in ('assigned', 'running')"};
 
+constexpr db::Statement kRecordPassError{
+    "schedulerd_record_pass_error",
+    "update pgfleet.formations set pass_error = $2, pass_failures = $3, pass_failed_at = now()"
+    " where id = $1"};
+
+constexpr db::Statement kClearPassError{
+    "schedulerd_clear_pass_error",
+    "update pgfleet.formations set pass_error = null, pass_failures = 0"
+    " where id = $1 and pass_error is not null"};
+
 std::map<std::string, std::string> JsonToMap(const std::string& text) {
   std::map<std::string, std::string> m;
   auto j = json::parse(text, nullptr, false);
@@ -141,7 +151,8 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kClaimPending, &kLoadHostSnapshot,
                         &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
-                        &kLiveReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward});
+                        &kLiveReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward,
+                        &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
 }
 
@@ -318,6 +329,15 @@ std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx) {
                    r["stop_force"].as<bool>()});
   }
   return out;
+}
+
+void RecordPassError(pqxx::transaction_base& tx, int formation, const std::string& error,
+                     int failures) {
+  db::Exec0(tx, kRecordPassError, formation, error.substr(0, 2000), failures);
+}
+
+void ClearPassError(pqxx::transaction_base& tx, int formation) {
+  db::Exec0(tx, kClearPassError, formation);
 }
 
 }  // namespace pgfleet::schedulerd::store

@@ -167,6 +167,12 @@ struct StopToForward {
 // Assigned or running jobs whose desired state is stop.
 std::vector<StopToForward> StopsToForward(pqxx::transaction_base& tx);
 
+// Why the formation's pass keeps failing, on its row (formations.pass_error,
+// pass_failures); cleared once a pass works.
+void RecordPassError(pqxx::transaction_base& tx, int formation, const std::string& error,
+                     int failures);
+void ClearPassError(pqxx::transaction_base& tx, int formation);
+
 // --- maintenance ----------------------------------------------------------
 // (schedulerd/store_maintenance.cpp)
 

@@ -159,6 +159,10 @@ begin
   if p_replicas < 0 then
     raise exception 'replicas must be >= 0 (got %)', p_replicas using errcode = 'check_violation';
   end if;
+  if exists (select 1 from pgfleet.formations where name = p_formation and deleted_at is not null) then
+    raise exception 'formation % was deleted: create it again (pgfleet formation create) to scale it', p_formation
+      using errcode = 'check_violation', column = 'replicas';
+  end if;
   update pgfleet.formations set replicas = p_replicas, updated_at = now()
    where name = p_formation and kind = 'service'
   returning id into v_id;

@@ -83,10 +83,14 @@ begin
     raise exception 'replicas must be <= % (setting max_replicas; got %)', v_max, new.replicas
       using errcode = 'check_violation', column = 'replicas';
   end if;
+  if new.deleted_at is not null and new.replicas > 0 then
+    raise exception 'formation % was deleted: its replicas stay 0 (create it again to run it)', new.name
+      using errcode = 'check_violation', column = 'replicas';
+  end if;
   return new;
 end $$;
 comment on function pgfleet.formations_check_replicas() is
-  'Refuses a formation whose replicas exceed the setting max_replicas (default 10000).';
+  'Refuses a formation whose replicas exceed the setting max_replicas (default 10000), or a deleted formation with replicas.';
 
 drop trigger if exists formations_check_replicas on pgfleet.formations;
 create trigger formations_check_replicas

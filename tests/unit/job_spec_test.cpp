@@ -299,14 +299,15 @@ TEST(PrivilegeProblem, NamesRootHostNetworkAndRootfsPathsAndNothingElse) {
   JobSpec s;
   s.network = "none";
   EXPECT_FALSE(PrivilegeProblem(s));
-  for (const char* user : {"root", "0", "000", "0:0", "root:wheel"}) {
+  // uid 0, or gid 0 (the root group: 1000:0) is root's.
+  for (const char* user : {"root", "0", "000", "0:0", "root:wheel", "1000:0", "1000:000"}) {
     s.user = user;
     auto p = PrivilegeProblem(s);
     ASSERT_TRUE(p) << user;
     EXPECT_EQ("user", p->first);
     EXPECT_NE(std::string::npos, p->second.find("pgfleet_privileged")) << p->second;
   }
-  for (const char* user : {"nobody", "1000", "10", "rooty", "1000:0"}) {
+  for (const char* user : {"nobody", "1000", "10", "rooty", "1000:10"}) {
     s.user = user;
     EXPECT_FALSE(PrivilegeProblem(s)) << user;
   }
