@@ -23,10 +23,16 @@ std::vector<size_t> g_widths = {23, 6, 7, 12, 8};
 // Prints rows aligned to g_widths, widening them as needed; the last column
 // (the detail) is not padded.
 void PrintAligned(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::vector<std::string>> shown;
   for (const auto& row : rows) {
+    std::vector<std::string> cells;
+    for (const auto& c : row) cells.push_back(Printable(c));
+    shown.push_back(std::move(cells));
+  }
+  for (const auto& row : shown) {
     for (size_t i = 0; i + 1 < row.size(); ++i) g_widths[i] = std::max(g_widths[i], row[i].size());
   }
-  for (const auto& row : rows) {
+  for (const auto& row : shown) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += row[i];

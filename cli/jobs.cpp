@@ -38,7 +38,7 @@ void PrintJobDocument(const json& job) {
   static const std::vector<std::string> kFirst = {"id",    "state",   "exit_code", "signal",
                                                   "error", "attempt", "host_id"};
   auto print = [](const std::string& k, const json& v) {
-    std::cout << k << ": " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+    std::cout << k << ": " << Printable(v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
   };
   for (const auto& k : kFirst) {
     if (job.contains(k)) print(k, job[k]);
@@ -61,11 +61,11 @@ void PrintJobDocument(const json& job) {
     std::cout << "  " << e["at"].get<std::string>() << "  attempt " << e["attempt"] << "  "
               << e["kind"].get<std::string>();
     if (e["host_id"].is_string()) std::cout << "  host=" << e["host_id"].get<std::string>();
-    if (e["detail"].is_string()) std::cout << "  " << e["detail"].get<std::string>();
+    if (e["detail"].is_string()) std::cout << "  " << Printable(e["detail"].get<std::string>());
     std::cout << "\n";
   }
   if (job["output_tail"].is_string())
-    std::cout << "output (last 4 KiB):\n" << job["output_tail"].get<std::string>();
+    std::cout << "output (last 4 KiB):\n" << Printable(job["output_tail"].get<std::string>(), true);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cli/output.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 namespace pgfleet::cli {
@@ -20,8 +21,43 @@ void PrintTable(const std::vector<std::string>& header,
     }
     std::cout << out << "\n";
   };
+  std::vector<std::vector<std::string>> shown;
+  shown.reserve(rows.size());
+  for (const auto& r : rows) {
+    std::vector<std::string> cells;
+    for (const auto& c : r) cells.push_back(Printable(c));
+    shown.push_back(std::move(cells));
+  }
+  for (const auto& r : shown) {
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  }
   line(header);
-  for (const auto& r : rows) line(r);
+  for (const auto& r : shown) line(r);
+}
+
+std::string Printable(const std::string& s, bool keep_lines) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (keep_lines && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      hex(c);
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      hex(c);  // U+0080..U+009F: C1 controls (CSI is U+009B)
+      hex(static_cast<unsigned char>(s[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 void PrintJson(const nlohmann::json& j) {

@@ -16,4 +16,11 @@ void PrintTable(const std::vector<std::string>& header,
 // Prints j indented by two spaces, invalid UTF-8 replaced by U+FFFD.
 void PrintJson(const nlohmann::json& j);
 
+// s with every control character a terminal would act on (C0 but newline
+// and tab when keep_lines, DEL, and C1 as UTF-8) shown as \xNN, so a value a
+// job or a submitter wrote (a command, an error, output) cannot move the
+// operator's cursor, retitle the window or rewrite the screen. Tables and
+// job documents print through it; `pgfleet logs` keeps the job's bytes.
+std::string Printable(const std::string& s, bool keep_lines = false);
+
 }  // namespace pgfleet::cli
