@@ -12,6 +12,7 @@
 #include "core/daemon/flags.h"
 #include "core/daemon/http_listener.h"
 #include "core/daemon/stop_signal.h"
+#include "core/db/connection.h"
 #include "core/util/text.h"
 #include "schedulerd/scheduler.h"
 
@@ -28,6 +29,8 @@ std::string DefaultId() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Its sessions say they are a scheduler's (pgfleet.formation_lock_holders).
+  pgfleet::db::SetDaemonApplicationName("pgfleet-schedulerd");
   pgfleet::daemon::Flags flags(
       {"pgfleet-schedulerd", "schedulerd",
        "pgfleet-schedulerd --db DSN --token-file FILE [options]", "pgfleet-schedulerd options",

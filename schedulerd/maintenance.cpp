@@ -8,6 +8,10 @@
 namespace pgfleet::schedulerd {
 namespace {
 
+// How long a session that is not a scheduler's may hold a formation's lock
+// before its jobs say so (a scheduler's pass holds it for well under this).
+constexpr double kForeignLockGraceSeconds = 10;
+
 // Rows deleted per prune transaction, and transactions per PruneFinished call.
 constexpr int kPruneBatch = 1000;
 constexpr int kPruneBatchesPerCall = 20;
@@ -29,7 +33,15 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
   auto lost = store::SweepLostHosts(tx, ttl);
   store::LossGuard guard = store::ReadLossGuard(tx);
   int evicted = store::EvictOverdueDrains(tx);
+  const int foreign = store::NoteForeignFormationLocks(tx, kForeignLockGraceSeconds);
   tx.commit();
+  metrics_.Set("pgfleet_scheduler_formation_locks_held_elsewhere", foreign);
+  if (foreign > 0 && foreign_locks_ == 0) {
+    spdlog::warn("{} formation(s) locked by a session that is not a scheduler's: their jobs wait "
+                 "(select * from pgfleet.formation_locks where not is_scheduler)",
+                 foreign);
+  }
+  foreign_locks_ = foreign;
   if (evicted > 0) {
     spdlog::info("{} jobs on draining hosts past their deadline are being stopped and requeued",
                  evicted);

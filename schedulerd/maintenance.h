@@ -48,6 +48,7 @@ class Maintenance {
   MaintenanceConfig config_;
   metrics::Registry& metrics_;
   store::LossGuard guard_;  // as last read
+  int foreign_locks_ = 0;   // formations locked by a non-scheduler session, as last counted
 };
 
 }  // namespace pgfleet::schedulerd

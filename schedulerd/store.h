@@ -199,6 +199,10 @@ struct LossGuard {
   int waiting_for_rate = 0;  // silent hosts waiting for the loss rate limit
 };
 LossGuard ReadLossGuard(pqxx::transaction_base& tx);
+// Formations whose scheduling lock a session that is not a scheduler's has
+// held for longer than grace_seconds: their pending jobs' error says who
+// holds it (pgfleet.note_foreign_formation_locks). Returns how many.
+int NoteForeignFormationLocks(pqxx::transaction_base& tx, double grace_seconds);
 // Stops and requeues jobs on draining hosts past their deadline; returns how many.
 int EvictOverdueDrains(pqxx::transaction_base& tx);
 

@@ -27,6 +27,10 @@ constexpr db::Statement kReadLossGuard{
     "select held_since is not null as held, held_hosts, of_hosts, waiting_for_rate"
     "  from pgfleet.host_loss_guard"};
 
+constexpr db::Statement kNoteForeignFormationLocks{
+    "schedulerd_note_foreign_formation_locks",
+    "select pgfleet.note_foreign_formation_locks(make_interval(secs => $1)) as held"};
+
 constexpr db::Statement kEvictOverdueDrains{"schedulerd_evict_overdue_drains",
                                             "select pgfleet.evict_overdue_drains() as evicted"};
 
@@ -48,7 +52,8 @@ constexpr db::Statement kPruneDeletedFormations{"schedulerd_prune_deleted_format
 
 void PrepareMaintenance(pqxx::connection& conn) {
   db::PrepareAll(
-      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard, &kEvictOverdueDrains, &kTryLockPrune,
+      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard, &kNoteForeignFormationLocks,
+             &kEvictOverdueDrains, &kTryLockPrune,
              &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
 }
 
@@ -75,6 +80,10 @@ LossGuard ReadLossGuard(pqxx::transaction_base& tx) {
   auto r = db::Exec1(tx, kReadLossGuard);
   return {r["held"].as<bool>(), r["held_hosts"].as<int>(), r["of_hosts"].as<int>(),
           r["waiting_for_rate"].as<int>()};
+}
+
+int NoteForeignFormationLocks(pqxx::transaction_base& tx, double grace_seconds) {
+  return db::Exec1(tx, kNoteForeignFormationLocks, grace_seconds)["held"].as<int>();
 }
 
 int EvictOverdueDrains(pqxx::transaction_base& tx) {

@@ -101,3 +101,9 @@ select h.id as host_id, h.cpu_allocated, coalesce(s.cpu, 0) as cpu_of_live_jobs,
  where h.cpu_allocated <> coalesce(s.cpu, 0) or h.memory_allocated <> coalesce(s.memory, 0);
 comment on view pgfleet.allocation_drift is
   'Hosts whose allocated resources differ from the sum over their assigned and running jobs. Always empty unless something is wrong.';
+
+drop view if exists pgfleet.formation_locks;
+create view pgfleet.formation_locks as
+select * from pgfleet.formation_lock_holders();
+comment on view pgfleet.formation_locks is
+  'Who holds each formation''s scheduling lock now (pgfleet.formation_lock_holders): a holder that is not a scheduler (is_scheduler false) freezes the formation; pgfleet.release_formation_lock ends it.';

@@ -89,7 +89,7 @@ revoke all on all tables in schema pgfleet
 
 -- Everyone who may look: the status views (they count, never show env).
 grant select on pgfleet.host_status, pgfleet.formation_status, pgfleet.cluster_summary,
-                pgfleet.visible_jobs, pgfleet.hosts, pgfleet.settings_in_force
+                pgfleet.visible_jobs, pgfleet.hosts, pgfleet.settings_in_force, pgfleet.formation_locks
   to pgfleet_submitter, pgfleet_reader, pgfleet_scheduler;
 -- Settings (host TTL, limits) are read by every role's functions and views.
 grant select on pgfleet.settings

@@ -31,6 +31,12 @@ std::string DsnProblem(const std::string& dsn) {
   return why;
 }
 
+namespace {
+std::string g_application_name;
+}  // namespace
+
+void SetDaemonApplicationName(const std::string& name) { g_application_name = name; }
+
 std::string DaemonDsn(const std::string& dsn) {
   // What a daemon needs so that a connection that hangs (a peer that stops
   // answering, packets dropped) fails within seconds instead of when TCP
@@ -67,6 +73,9 @@ std::string DaemonDsn(const std::string& dsn) {
     bool set = false;
     for (const auto& g : given) set |= g.first == k;
     if (!set) out += k + "=" + v + " ";
+  }
+  if (!g_application_name.empty()) {
+    out += "fallback_application_name=" + quoted(g_application_name) + " ";
   }
   return out;
 }

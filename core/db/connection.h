@@ -21,6 +21,10 @@ std::string DsnProblem(const std::string& dsn);
 // PG* variables) with connect_timeout, TCP keepalives and tcp_user_timeout
 // added where it does not set them, so a hung connection fails in seconds.
 std::string DaemonDsn(const std::string& dsn);
+// The fallback_application_name DaemonDsn adds ("" = none): each daemon sets
+// its own at start (pgfleet-schedulerd: the database tells its sessions from
+// others', e.g. who holds a formation's lock). Not thread-safe: set it first.
+void SetDaemonApplicationName(const std::string& name);
 
 // Opens a connection; throws pqxx::broken_connection on failure.
 std::unique_ptr<pqxx::connection> Connect(const std::string& dsn);
