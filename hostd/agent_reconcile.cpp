@@ -102,6 +102,8 @@ void Agent::ReconcileJob(const store::HostJob& job) {
   } else if (res == Supervisor::StartResult::kStarted) {
     spdlog::info("job={} attempt={} started by reconcile (dispatch never arrived)", job.job,
                  job.attempt);
+  } else if (res == Supervisor::StartResult::kFenced) {
+    spdlog::debug("job={} attempt={} not started yet: {}", job.job, job.attempt, err);
   }
 }
 

@@ -91,6 +91,8 @@ const char* StartStatus(Supervisor::StartResult r) {
       return "failed";
     case Supervisor::StartResult::kPreviousLife:
       return "previous_life";
+    case Supervisor::StartResult::kFenced:
+      return "fenced";
   }
   return "failed";
 }

@@ -140,6 +140,15 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
+    // Self-fenced: not started, and not claimed either, so nothing is
+    // reported: the attempt stays assigned and the reconcile after the fence
+    // lifts starts it. (Reported lost, each refusal counted as a host loss,
+    // and a host whose heartbeat had just come back failed jobs "lost 3 times"
+    // in the moment before its watchdog lifted the fence.)
+    if (fenced_) {
+      *error = "host is self-fenced (" + fence_reason_ + "): not starting new work yet";
+      return StartResult::kFenced;
+    }
     if (options_.collected && options_.collected(job_id, attempt, spec.uid)) {
       return StartResult::kPreviousLife;
     }
@@ -151,11 +160,6 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
       return StartResult::kFailed;
     }
     records_[{job_id, attempt}] = rec;
-    if (fenced_) {
-      *error = "host is self-fenced (" + fence_reason_ + "): not starting new work";
-      LoseRecord(rec, *error);
-      return StartResult::kFailed;
-    }
     if (refused) {
       *error = *refused;
       spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);

@@ -114,6 +114,7 @@ class Supervisor {
     kAlready,       // this hostd already started (or finished, or adopted) this attempt
     kFailed,        // the driver could not start it (start_failed reported)
     kPreviousLife,  // its directory exists but holds nothing to re-attach to; not restarted
+    kFenced,        // the host is self-fenced: nothing claimed, nothing reported; try later
   };
   using Sink = std::function<void(model::Report report)>;
 

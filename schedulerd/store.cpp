@@ -15,10 +15,13 @@ using nlohmann::json;
 constexpr db::Statement kFormationsToWork{
     "schedulerd_formations_to_work",
     "select f.id from pgfleet.formations f"
-    "  left join lateral (select max(j.priority) as p from pgfleet.jobs j"
-    "                      where j.formation = f.name and j.state = 'pending'"
-    "                        and j.desired_state = 'run'"
-    "                        and (j.not_before is null or j.not_before <= now())) m on true"
+    "  left join lateral (select greatest("
+    "      (select max(j.priority) from pgfleet.jobs j"
+    "        where j.formation = f.name and j.state = 'pending' and j.desired_state = 'run'"
+    "          and j.not_before is null),"
+    "      (select max(j.priority) from pgfleet.jobs j"
+    "        where j.state = 'pending' and j.not_before is not null and j.not_before <= now()"
+    "          and j.formation = f.name and j.desired_state = 'run')) as p) m on true"
     " where ($1::boolean or f.id = any($2::integer[]))"
     "   and (m.p is not null"
     "    or (f.kind = 'service'"
@@ -46,12 +49,24 @@ constexpr db::Statement kLockFormation{
 // the jobs it assigns and returns their specs (docs/benchmarks.md).
 constexpr db::Statement kClaimPending{
     "schedulerd_claim_pending",
-    "select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "       j.privileged, coalesce(j.error, '') as reason"
-    "  from pgfleet.jobs j"
-    " where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
-    "   and (j.not_before is null or j.not_before <= now())"
-    " order by j.priority desc, j.id limit $2"};
+    // Ready jobs (jobs_ready_idx) and jobs whose not_before has come
+    // (jobs_retry_at_idx), each in priority order: never a job waiting for a
+    // later not_before, however many there are (migration 0023).
+    "select * from ("
+    " (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
+    "         j.privileged, coalesce(j.error, '') as reason"
+    "    from pgfleet.jobs j"
+    "   where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
+    "     and j.not_before is null"
+    "   order by j.priority desc, j.id limit $2)"
+    " union all"
+    " (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
+    "         j.privileged, coalesce(j.error, '') as reason"
+    "    from pgfleet.jobs j"
+    "   where j.state = 'pending' and j.not_before is not null and j.not_before <= now()"
+    "     and j.formation = $1 and j.desired_state = 'run'"
+    "   order by j.priority desc, j.id limit $2)) c"
+    " order by c.priority desc, c.id limit $2"};
 
 // What changes pass to pass; the rest (HostConfig) is kept by version.
 constexpr db::Statement kLoadHostSnapshot{

@@ -289,6 +289,7 @@ begin
 end $$;
 comment on function pgfleet.release_formation_lock(text) is
   'Operator control: ends every session that is not a scheduler''s and holds the formation''s scheduling lock (pg_terminate_backend). Returns how many.';
-revoke execute on function pgfleet.formation_lock_holders() from public;
+-- (formation_lock_holders stays executable: pgfleet.formation_locks, which
+-- every role reads, calls it as its reader.)
 revoke execute on function pgfleet.note_foreign_formation_locks(interval) from public;
 grant execute on function pgfleet.note_foreign_formation_locks(interval) to pgfleet_scheduler;

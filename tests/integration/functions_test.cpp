@@ -306,7 +306,7 @@ TEST(NextRetryIn, ReadsTheRetryIndexNotEveryPendingJob) {
   // The scans of this transaction, counted after the call (a CTE runs first).
   pqxx::result r = sql.Exec(
       "with c as materialized (select pgfleet.next_retry_in() as s) "
-      "select c.s > 0, pg_stat_get_xact_numscans('pgfleet.jobs_pending_idx'::regclass), "
+      "select c.s > 0, pg_stat_get_xact_numscans('pgfleet.jobs_ready_idx'::regclass), "
       "pg_stat_get_xact_numscans('pgfleet.jobs'::regclass), "
       "pg_stat_get_xact_numscans('pgfleet.jobs_retry_at_idx'::regclass) from c");
   EXPECT_EQ(r[0][0].as<std::string>(), "t");
