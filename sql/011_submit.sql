@@ -96,7 +96,7 @@ end $$;
 comment on function pgfleet.stop_jobs(bigint[], text) is
   'Stops jobs for a reason: pending ones are cancelled at once, assigned or running ones are stopped on their host, then cancelled. Returns how many changed.';
 
-create or replace function pgfleet.cancel(p_job bigint) returns text
+create or replace function pgfleet.cancel(p_job bigint, p_force boolean default false) returns text
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
   v_state text;
@@ -108,6 +108,20 @@ begin
     raise exception 'job % does not exist, or is not yours (only its owner or a pgfleet_operator may cancel it)', p_job
       using errcode = 'no_data_found';
   end if;
+  if p_force then
+    -- Marked first, so a job already stopping (SIGTERM sent, its grace
+    -- running) is killed now too.
+    with forced as (
+      update pgfleet.jobs j set stop_force = true, desired_state = 'stop'
+       where j.id = p_job and j.state in ('assigned', 'running') and not j.stop_force
+      returning j.id, j.attempt, j.host_id, j.formation
+    ), events as (
+      insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+      select f.id, f.attempt, 'stop_requested', f.host_id, 'force-stopped by user: killed at once' from forced f
+    )
+    select pg_notify(pgfleet.work_channel(), fm.id::text) into v_state
+      from forced f join pgfleet.formations fm on fm.name = f.formation;
+  end if;
   perform pgfleet.stop_jobs(array[p_job], 'cancelled by user');
   select case when state in ('assigned', 'running') and desired_state = 'stop' then 'stopping' else state end
     into v_state from pgfleet.jobs where id = p_job;
@@ -116,39 +130,15 @@ begin
   end if;
   return v_state;
 end $$;
-comment on function pgfleet.cancel(bigint) is
-  'Cancels a job: a pending job becomes cancelled at once; an assigned or running one is stopped on its host, then cancelled. Returns cancelled, stopping, or the final state it already had.';
+comment on function pgfleet.cancel(bigint, boolean) is
+  'Cancels a job: a pending job becomes cancelled at once; an assigned or running one is stopped on its host (SIGTERM, its stop_grace_seconds, SIGKILL; with p_force SIGKILL at once, also when a stop is already under way), then cancelled. Returns cancelled, stopping, or the final state it already had.';
 
 create or replace function pgfleet.force_stop(p_job bigint) returns text
-language plpgsql security definer set search_path = pgfleet, pg_temp as $$
-declare
-  v_state text;
-begin
-  -- The same rights as cancel: the job's owner, or an operator.
-  if not exists (select 1 from pgfleet.jobs j where j.id = p_job
-                    and (j.owner = pgfleet.caller() or pgfleet.has_role(pgfleet.caller(), 'pgfleet_operator'))) then
-    raise exception 'job % does not exist, or is not yours (only its owner or a pgfleet_operator may stop it)', p_job
-      using errcode = 'no_data_found';
-  end if;
-  -- Marked first, so a job already stopping (SIGTERM sent, its grace
-  -- running) is killed now too.
-  with forced as (
-    update pgfleet.jobs j set stop_force = true, desired_state = 'stop'
-     where j.id = p_job and j.state in ('assigned', 'running') and not j.stop_force
-    returning j.id, j.attempt, j.host_id, j.formation
-  ), events as (
-    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
-    select f.id, f.attempt, 'stop_requested', f.host_id, 'force-stopped by user: killed at once' from forced f
-  )
-  select pg_notify(pgfleet.work_channel(), fm.id::text) into v_state
-    from forced f join pgfleet.formations fm on fm.name = f.formation;
-  perform pgfleet.stop_jobs(array[p_job], 'cancelled by user');  -- a pending job
-  select case when state in ('assigned', 'running') and desired_state = 'stop' then 'stopping' else state end
-    into v_state from pgfleet.jobs where id = p_job;
-  return v_state;
-end $$;
+language sql security definer set search_path = pgfleet, pg_temp as $$
+  select pgfleet.cancel(p_job, true)
+$$;
 comment on function pgfleet.force_stop(bigint) is
-  'Stops a job at once: as pgfleet.cancel, but its host kills it (SIGKILL) without waiting out stop_grace_seconds, also when a stop is already under way. Returns cancelled, stopping, or the final state it already had.';
+  'Stops a job at once: pgfleet.cancel(job, force => true). Its host kills it (SIGKILL) without waiting out stop_grace_seconds.';
 
 create or replace function pgfleet.scale(p_formation text, p_replicas integer) returns void
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$

@@ -21,24 +21,44 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kJobs = 200;
 
-TEST(DatabaseFailoverTest, APromotedSynchronousStandbyTakesOverAndEveryJobEndsExactlyOnce) {
+// A primary with a synchronous streaming standby, a test database on it,
+// and the multi-host DSN naming both (target_session_attrs=read-write), as
+// every daemon gets it for a failover.
+struct SyncPair {
   PrivatePostgres primary;
-  // Declared before the database so it outlives it: with synchronous
+  // Made before the database and destroyed after it: with synchronous
   // replication on, the primary would wait for a standby that is gone before
   // dropping the test's database.
   std::unique_ptr<PrivatePostgres> standby_owner;
-  TestDatabase db(primary.admin_dsn(), true);
-  standby_owner = std::make_unique<PrivatePostgres>(PrivatePostgres::StandbyOf{primary});
-  PrivatePostgres& standby = *standby_owner;
-  ASSERT_TRUE(primary.MakeReplicationSynchronous());
-  const std::string both = primary.FailoverDsn(standby, db.name());
-  auto query = [&](const std::string& sql) -> std::string {
+  TestDatabase db{primary.admin_dsn(), true};
+  std::string both;
+  bool synchronous = false;
+
+  SyncPair() {
+    standby_owner = std::make_unique<PrivatePostgres>(PrivatePostgres::StandbyOf{primary});
+    synchronous = primary.MakeReplicationSynchronous();
+    both = primary.FailoverDsn(*standby_owner, db.name());
+  }
+  PrivatePostgres& standby() { return *standby_owner; }
+  // One statement through the failover DSN; its first value ("" for null).
+  std::string Query(const std::string& sql) const {
     pqxx::connection c(both);
     pqxx::work tx(c);
     auto r = tx.exec1(sql);
     tx.commit();
     return r[0].is_null() ? "" : r[0].as<std::string>();
-  };
+  }
+};
+
+
+TEST(DatabaseFailoverTest, APromotedSynchronousStandbyTakesOverAndEveryJobEndsExactlyOnce) {
+  SyncPair pair;
+  ASSERT_TRUE(pair.synchronous);
+  PrivatePostgres& primary = pair.primary;
+  PrivatePostgres& standby = pair.standby();
+  const TestDatabase& db = pair.db;
+  const std::string& both = pair.both;
+  auto query = [&](const std::string& sql) { return pair.Query(sql); };
 
   Cluster cluster(db);
   cluster.StartScheduler("s1", {"--db", both});
@@ -156,20 +176,13 @@ TEST(DatabaseFailoverTest, APromotedSynchronousStandbyTakesOverAndEveryJobEndsEx
 // job was fenced), and the schedulers judge no host on the time the database
 // was away (pgfleet.hosts_judged_from).
 TEST(DatabaseFailoverTest, AFailoverWithinTheTtlDeclaresNoHostLostAndStopsNoJob) {
-  PrivatePostgres primary;
-  std::unique_ptr<PrivatePostgres> standby_owner;
-  TestDatabase db(primary.admin_dsn(), true);
-  standby_owner = std::make_unique<PrivatePostgres>(PrivatePostgres::StandbyOf{primary});
-  PrivatePostgres& standby = *standby_owner;
-  ASSERT_TRUE(primary.MakeReplicationSynchronous());
-  const std::string both = primary.FailoverDsn(standby, db.name());
-  auto query = [&](const std::string& sql) -> std::string {
-    pqxx::connection c(both);
-    pqxx::work tx(c);
-    auto r = tx.exec1(sql);
-    tx.commit();
-    return r[0].is_null() ? "" : r[0].as<std::string>();
-  };
+  SyncPair pair;
+  ASSERT_TRUE(pair.synchronous);
+  PrivatePostgres& primary = pair.primary;
+  PrivatePostgres& standby = pair.standby();
+  const TestDatabase& db = pair.db;
+  const std::string& both = pair.both;
+  auto query = [&](const std::string& sql) { return pair.Query(sql); };
   Cluster cluster(db);
   cluster.StartScheduler("s1", {"--db", both});
   for (const char* h : {"h1", "h2"}) cluster.StartHost(h, 4000, 4000, {"--db", both});
