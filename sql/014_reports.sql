@@ -24,6 +24,10 @@ create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal i
 returns text
 language sql immutable as $$
   select case
+    -- A process of the job was killed out of memory, the job handled it and
+    -- exited 0: it succeeded, and says what happened (oom_killed stays true).
+    when p_exit_code = 0 and p_signal is null and p_oom
+      then 'exit code 0 (a process of the job was killed out of memory, and the job went on)'
     when p_error is not null and p_error <> '' then p_error
     when p_oom then 'out of memory'
     when p_signal is not null then 'killed by signal ' || p_signal::text
@@ -236,9 +240,9 @@ begin
            x.rep ->> 'kind' in ('exited', 'start_failed') as exits, x.rep ->> 'kind' = 'lost' as lost,
            x.run_n is not null or x.rep ->> 'kind' = 'exited' as ran,
            coalesce(x.run_pid, (x.rep ->> 'pid')::integer) as pid,
+           -- The exit code decides (an OOM-killed child the job handled does not).
            x.rep ->> 'kind' = 'exited' and (x.rep ->> 'exit_code')::integer = 0
-             and (x.rep ->> 'signal') is null
-             and not coalesce((x.rep ->> 'oom_killed')::boolean, false) as ok,
+             and (x.rep ->> 'signal') is null as ok,
            pgfleet.describe_exit((x.rep ->> 'exit_code')::integer, (x.rep ->> 'signal')::integer,
                                  coalesce((x.rep ->> 'oom_killed')::boolean, false),
                                  x.rep ->> 'error') as detail

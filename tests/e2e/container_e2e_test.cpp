@@ -189,6 +189,22 @@ TEST_F(ContainerE2eTest, JobOverItsMemoryLimitFailsAsOomKilled) {
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
 }
 
+// A child of the job is OOM-killed, the job handles it and exits 0: the job
+// succeeded (its exit code decides), and the OOM kill is recorded as such.
+TEST_F(ContainerE2eTest, AJobThatSurvivesAnOomKilledChildSucceedsWithTheKillRecorded) {
+  std::string id = Submit({"--memory", "64", "--rootfs", rootfs_, "--", "sh", "-c",
+                           "dd if=/dev/zero of=/dev/null bs=200M count=1; echo survived; exit 0"});
+  ASSERT_TRUE(WaitFinished(id)) << JobsByState();
+  EXPECT_EQ("succeeded", Job(id, "state")) << Job(id, "error");
+  EXPECT_EQ("t", Job(id, "oom_killed"));
+  EXPECT_EQ("0", Job(id, "exit_code"));
+  EXPECT_EQ("", Job(id, "error"));
+  EXPECT_NE(std::string::npos, Job(id, "output_tail").find("survived"));
+  EXPECT_EQ(1, db_.Count("select count(*) from pgfleet.job_events where job_id = " + id +
+                         " and kind = 'succeeded' and detail like 'exit code 0 (a process of the job"
+                         " was killed out of memory%'"));
+}
+
 TEST_F(ContainerE2eTest, HostnameIsTheJobIdAndPsShowsTheJobAsPid1) {
   std::string hostname = Submit({"--rootfs", rootfs_, "--", "hostname"});
   std::string ps = Submit({"--rootfs", rootfs_, "--", "ps"});
