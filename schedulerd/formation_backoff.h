@@ -9,6 +9,8 @@
 #include <chrono>
 #include <map>
 
+#include "core/util/backoff.h"
+
 namespace pgfleet::schedulerd {
 
 class FormationBackoff {
@@ -33,8 +35,7 @@ class FormationBackoff {
   Failure Failed(int id, Clock::time_point now) {
     State& s = failing_[id];
     ++s.failures;
-    auto wait = kFirstWait * (1LL << std::min(s.failures - 1, 20));
-    wait = std::min<std::chrono::milliseconds>(wait, kMaxWait);
+    const auto wait = util::DoublingDelay(kFirstWait, kMaxWait, s.failures - 1);
     s.next_try = now + wait;
     bool log = s.failures == 1 || now - s.last_log >= kLogEvery;
     if (log) s.last_log = now;

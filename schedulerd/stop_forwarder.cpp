@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/net/ticket.h"
+#include "core/util/backoff.h"
 
 namespace pgfleet::schedulerd {
 namespace {
@@ -84,8 +85,7 @@ void StopForwarder::Sender(const std::string& host) {
         Sent& sent = it->second;
         sent.queued = false;
         sent.tries = std::min(sent.tries + 1, 16);
-        sent.next_try = Clock::now() + std::min<std::chrono::milliseconds>(
-                                           kFirstRetry * (1LL << (sent.tries - 1)), kMaxRetry);
+        sent.next_try = Clock::now() + util::DoublingDelay(kFirstRetry, kMaxRetry, sent.tries - 1);
       }
     }
     Post(s);

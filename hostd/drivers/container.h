@@ -83,6 +83,8 @@ void SetCgroupScope(const std::string& data_dir);
 // pgfleet/<scope>, and pgfleet/<scope>/<host>, of this process's scope.
 std::string ScopeCgroupPath();
 std::string HostCgroupPath(const std::string& host_id);
+// pgfleet/<scope>/<host>/<job>-<attempt>, of this process's scope.
+std::string JobCgroupPath(const std::string& host_id, int64_t job_id, int attempt);
 // pgfleet/<scope>/<host> of the hostd whose data dir is given (for tests and tools).
 std::string HostCgroupPathFor(const std::string& data_dir, const std::string& host_id);
 

@@ -72,7 +72,7 @@ TEST_F(ContainerSecurityTest, RootOnlyWhenAskedAndWithDockersCapabilities) {
 // would wrap to it, is refused for an unprivileged job before anything runs
 // (behind the same rules at insert and in the dispatch's spec).
 TEST_F(ContainerSecurityTest, NoSpellingOfRootRunsAnUnprivilegedJob) {
-  for (const std::string& user : {"root", "0", "00", "0:0", "0:1000", "1000:0", "1000:000",
+  for (const char* user : {"root", "0", "00", "0:0", "0:1000", "1000:0", "1000:000",
                                   "4294967296", "1000:4294967296", "99999999999"}) {
     RunRequest req = Request({"id"});
     req.spec.user = user;
