@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -91,9 +90,17 @@ struct JobIdentity {
   std::vector<gid_t> groups;
 };
 
-// The file-system ids and groups of a running process (/proc/<pid>/status).
-std::optional<JobIdentity> IdentityOfProcess(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+// The file-system ids and groups of a running process, from its status file
+// read through proc_fd (/proc/<pid>, opened once: the root and the identity
+// are one process's, never a reused pid's).
+std::optional<JobIdentity> IdentityOfProcess(int proc_fd) {
+  int fd = openat(proc_fd, "status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  std::istringstream in(text);
   JobIdentity id;
   bool uid = false, gid = false;
   for (std::string line; std::getline(in, line);) {
@@ -231,14 +238,19 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
   // Held while we read: the collector leaves the directory alone.
   std::shared_ptr<void> hold = api.collector ? api.collector->Hold(id, attempt) : nullptr;
   if (AnswerCollected(api, res, id, attempt)) return;
-  std::string root = dir + "/" + attempt::kWorkDir, sandbox = "working directory";
+  std::string sandbox = "working directory";
   auto info = api.supervisor.Attempt(id, attempt);
   const bool container = api.supervisor.driver() == "container";
+  Fd proc_fd(-1);
   if (container && info && info->pid > 0 && api.supervisor.Live(id, attempt)) {
-    root = "/proc/" + std::to_string(info->pid) + "/root";
+    proc_fd.fd = open(("/proc/" + std::to_string(info->pid)).c_str(),
+                      O_PATH | O_DIRECTORY | O_CLOEXEC);
     sandbox = "container root";
   }
-  Fd root_fd(open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  Fd root_fd(sandbox == "container root"
+                 ? openat(proc_fd.fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                 : open((dir + "/" + attempt::kWorkDir).c_str(),
+                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (root_fd.fd < 0) {
     return net::ErrorResponse(res, 404,
                               "the sandbox of job " + std::to_string(id) + " attempt " +
@@ -250,7 +262,7 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
   // (The process driver runs only privileged jobs, as hostd's own user.)
   std::optional<JobIdentity> identity;
   if (container) {
-    identity = sandbox == "container root" ? IdentityOfProcess(info->pid)
+    identity = sandbox == "container root" ? IdentityOfProcess(proc_fd.fd)
                                            : IdentityOfOwner(root_fd.fd);
     if (!identity) {
       return net::ErrorResponse(res, 404,
