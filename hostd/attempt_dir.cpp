@@ -55,7 +55,8 @@ json ToJson(const ShimRequest& r) {
               {"fence_after_ms", r.fence_after_ms},
               {"log_max_files", r.log_max_files},
               {"log_max_file_mb", r.log_max_file_mb},
-              {"log_forward", r.log_forward}};
+              {"log_forward", r.log_forward},
+              {"job_ids", FormatJobIdRange(r.job_ids)}};
 }
 
 ShimRequest ShimRequestFromJson(const json& j) {
@@ -70,6 +71,7 @@ ShimRequest ShimRequestFromJson(const json& j) {
   r.log_max_files = j.value("log_max_files", r.log_max_files);
   r.log_max_file_mb = j.value("log_max_file_mb", r.log_max_file_mb);
   r.log_forward = j.value("log_forward", r.log_forward);
+  if (j.contains("job_ids")) r.job_ids = ParseJobIdRange(j.at("job_ids").get<std::string>());
   return r;
 }
 

@@ -114,6 +114,8 @@ struct ShimRequest {
   int log_max_file_mb = 20;
   // hostd --log-forward (log_forward.h): "" (off), "journald", "syslog://HOST:PORT".
   std::string log_forward;
+  // hostd --job-ids: the container driver's user namespace ids.
+  JobIdRange job_ids;
 };
 nlohmann::json ToJson(const ShimRequest& r);
 // Throws std::exception (model::SpecError for a bad spec) when malformed.

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ namespace pgfleet::hostd::exec {
 
 ExecPlan::~ExecPlan() {
   for (int fd : ns_fds) close(fd);
+  if (userns_fd >= 0) close(userns_fd);
   if (root_fd >= 0) close(root_fd);
   if (cwd_fd >= 0) close(cwd_fd);
 }
@@ -119,7 +121,7 @@ void CloseAllBut(int* keep, int n) {
 [[noreturn]] void RunHelper(const ExecPlan& p, int in_fd, int out_fd, int err_fd, int fail_fd) {
   int keep[16];
   int n = 0;
-  for (int fd : {in_fd, out_fd, err_fd, fail_fd, p.root_fd, p.cwd_fd}) {
+  for (int fd : {in_fd, out_fd, err_fd, fail_fd, p.root_fd, p.cwd_fd, p.userns_fd}) {
     if (fd >= 0) keep[n++] = fd;
   }
   for (size_t i = 0; i < p.ns_fds.size() && n < 16; ++i) keep[n++] = p.ns_fds[i];
@@ -131,6 +133,11 @@ void CloseAllBut(int* keep, int n) {
   }
   for (int fd : p.ns_fds) {
     if (setns(fd, 0) != 0) Fail(fail_fd, kEnterNamespace, errno);
+  }
+  // Last: once in the job's user namespace, the helper has no capability
+  // over the others (the host's user namespace owns them).
+  if (p.userns_fd >= 0 && setns(p.userns_fd, CLONE_NEWUSER) != 0) {
+    Fail(fail_fd, kEnterNamespace, errno);
   }
   if (p.root_fd >= 0 && (fchdir(p.root_fd) != 0 || chroot(".") != 0)) {
     Fail(fail_fd, kEnterRoot, errno);
@@ -149,7 +156,57 @@ void CloseAllBut(int* keep, int n) {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 }
 
+namespace {
+
+// One line of a uid_map or gid_map: ids inside..inside+count-1 of the
+// process's user namespace are outside.. in ours.
+struct IdMapping {
+  uint64_t inside = 0, outside = 0, count = 0;
+};
+
+std::vector<IdMapping> ReadIdMap(const std::string& path) {
+  std::istringstream in(util::ReadFileOrEmpty(path));
+  std::vector<IdMapping> out;
+  for (IdMapping m; in >> m.inside >> m.outside >> m.count;) out.push_back(m);
+  return out;
+}
+
+// The id `ours` (in hostd's user namespace) as the job's namespace sees it.
+bool ToInside(const std::vector<IdMapping>& map, uint32_t ours, uint32_t* inside) {
+  for (const IdMapping& m : map) {
+    if (ours >= m.outside && ours - m.outside < m.count) {
+      *inside = static_cast<uint32_t>(m.inside + (ours - m.outside));
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the process's user namespace is not ours; opens it into *fd then.
+bool OwnUserNamespace(const std::string& proc, int* fd) {
+  struct stat mine {}, theirs {};
+  if (stat("/proc/self/ns/user", &mine) != 0 || stat((proc + "/ns/user").c_str(), &theirs) != 0) {
+    return false;
+  }
+  if (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev) return false;
+  *fd = open((proc + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+  return true;
+}
+
+}  // namespace
+
 bool ReadIdentity(pid_t pid, ExecPlan* p) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (!ReadHostIdentity(pid, p)) return false;
+  if (!OwnUserNamespace(proc, &p->userns_fd)) return true;
+  if (p->userns_fd < 0) return false;
+  const auto uids = ReadIdMap(proc + "/uid_map"), gids = ReadIdMap(proc + "/gid_map");
+  bool ok = ToInside(uids, p->uid, &p->uid) && ToInside(gids, p->gid, &p->gid);
+  for (gid_t& g : p->groups) ok = ok && ToInside(gids, g, &g);
+  return ok;
+}
+
+bool ReadHostIdentity(pid_t pid, ExecPlan* p) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   bool uid = false, gid = false;

@@ -18,9 +18,14 @@ namespace pgfleet::hostd::exec {
 // Everything the helper needs, made before fork.
 struct ExecPlan {
   std::vector<int> ns_fds;                // ipc, uts, net, pid, mnt of the job
+  // The job's user namespace when it has its own (joined after the others,
+  // which the host's user namespace owns); -1 when it shares hostd's.
+  int userns_fd = -1;
   std::vector<std::string> cgroup_procs;  // its cgroup.procs files
   int root_fd = -1;                       // its root (containers)
   int cwd_fd = -1;                        // its working directory
+  // The job's ids, as its own user namespace sees them (ReadIdentity
+  // translates them through its uid_map and gid_map).
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
@@ -35,8 +40,13 @@ struct ExecPlan {
 };
 
 // The job's user, groups and capabilities, from /proc/<pid>/status; false
-// when the process is gone.
+// when the process is gone. When the job has a user namespace of its own,
+// opens it (p->userns_fd) and gives the ids as seen inside it; false too
+// when an id has no mapping there.
 bool ReadIdentity(pid_t pid, ExecPlan* p);
+
+// The same, as hostd's user namespace sees it (what `pgfleet fs` acts as).
+bool ReadHostIdentity(pid_t pid, ExecPlan* p);
 
 // The job's environment, as its main process started with it.
 std::vector<std::string> ReadEnvironment(pid_t pid);

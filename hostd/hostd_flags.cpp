@@ -108,7 +108,11 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "log-forward", po::value(&f->log_forward),
       "also send each line of every job's output, with its job id, attempt, formation and "
       "host, to journald (journald) or to a syslog server over UDP in RFC 5424 "
-      "(syslog://HOST:PORT); off by default");
+      "(syslog://HOST:PORT); off by default")(
+      "job-ids", po::value(&f->job_ids_text)->default_value(f->job_ids_text),
+      "START:COUNT: the host uids and gids every unprivileged container job's user namespace "
+      "maps onto (its ids 0..COUNT-1 are START..START+COUNT-1 here), like an /etc/subuid line; "
+      "they must belong to pgfleet alone: hostd refuses a range holding a host account");
 }
 
 // Throws naming the flag, the value and the rule.
@@ -150,6 +154,7 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
         fmt::format("--usage-interval must be between 1s and 1h (got {})", f->usage_interval_text));
   }
   ParseLogForward(f->log_forward);
+  f->job_ids = ParseJobIdRange(f->job_ids_text);
   for (const auto& l : f->labels) f->label_map.insert(model::ParseKeyValue("--label", l));
 }
 

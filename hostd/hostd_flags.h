@@ -11,6 +11,7 @@
 
 #include "core/daemon/flags.h"
 #include "core/model/job_spec.h"
+#include "hostd/drivers/driver.h"
 #include "hostd/host_config.h"
 #include "hostd/lease.h"
 
@@ -36,6 +37,8 @@ struct HostdFlags {
   int gc_disk_percent = 80;
   int disk_full_percent = 95;
   std::string log_forward;  // checked by ParseLogForward (log_forward.h)
+  std::string job_ids_text = FormatJobIdRange(JobIdRange{});
+  JobIdRange job_ids;
   std::string usage_interval_text = "10s";
   double usage_interval = 10.0;
   std::vector<std::string> labels;

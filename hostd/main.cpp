@@ -230,6 +230,15 @@ int main(int argc, char** argv) {
   const std::string& driver_name = f.driver_name;
   uint64_t job_nofile = RaiseFileLimit();
   spdlog::info("host={} driver={}: {}", id, driver_name, f.driver_note);
+  if (driver_name == "container") {
+    // No job may hold a host account's identity (drivers/driver.h JobIdRange).
+    if (std::string taken = pgfleet::hostd::JobIdRangeConflict(f.job_ids); !taken.empty()) {
+      return flags.Usage("--job-ids " + f.job_ids_text + " holds the host's " + taken +
+                         ": give unprivileged jobs ids no host account has");
+    }
+    spdlog::info("host={} unprivileged container jobs run in user namespaces on host ids {}", id,
+                 f.job_ids_text);
+  }
 
   const auto& stop = pgfleet::daemon::InstallStopSignals();
   pgfleet::daemon::HttpListener http;
@@ -265,6 +274,7 @@ int main(int argc, char** argv) {
   sup_opts.log_max_files = f.log_max_files;
   sup_opts.log_max_file_mb = f.log_max_file_mb;
   sup_opts.log_forward = f.log_forward;
+  sup_opts.job_ids = f.job_ids;
   pgfleet::hostd::Supervisor supervisor(
       sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); });
   agent.SetSupervisor(&supervisor);

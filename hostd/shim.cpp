@@ -211,7 +211,7 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
   Driver* driver = prepared && prepared->name() == req.driver ? prepared : nullptr;
   std::unique_ptr<Execution> exec;
   try {
-    if (!driver) driver = MakeDriver(req.driver, {req.data_dir, req.host_id}).release();
+    if (!driver) driver = MakeDriver(req.driver, {req.data_dir, req.host_id, req.job_ids}).release();
     RunRequest run;
     run.job_id = req.job_id;
     run.attempt = req.attempt;

@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 ShimClient::ShimClient(const ShimClientOptions& options)
     : options_(options),
       launcher_(options.shim_binary, options.driver, options.data_dir, options.host_id,
-                options.job_nofile) {}
+                options.job_nofile, options.job_ids) {}
 
 bool ShimClient::Signal(const attempt::ProcessId& shim, int shim_signal) {
   return attempt::SignalProcess(shim, shim_signal);

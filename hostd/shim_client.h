@@ -31,6 +31,7 @@ struct ShimClientOptions {
   uint64_t job_nofile = 0;
   // How long Start() waits for the shim's "ok" or "fail".
   std::chrono::milliseconds start_timeout{20000};
+  JobIdRange job_ids;  // hostd --job-ids
 };
 
 class ShimClient {

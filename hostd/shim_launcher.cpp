@@ -92,12 +92,13 @@ void ReapAll() {
 }  // namespace
 
 ShimLauncher::ShimLauncher(std::string binary, std::string driver, std::string data_dir,
-                           std::string host_id, uint64_t nofile)
+                           std::string host_id, uint64_t nofile, JobIdRange job_ids)
     : binary_(std::move(binary)),
       driver_(std::move(driver)),
       data_dir_(std::move(data_dir)),
       host_id_(std::move(host_id)),
-      nofile_(nofile) {}
+      nofile_(nofile),
+      job_ids_(job_ids) {}
 
 ShimLauncher::~ShimLauncher() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -149,8 +150,9 @@ bool ShimLauncher::Spawn(std::string* error) {
   ssize_t n = readlink(binary_.c_str(), real, sizeof real - 1);
   if (n > 0) a0.assign(real, static_cast<size_t>(n));
   std::string a1 = "shim-launcher", a2 = driver_, a3 = data_dir_, a4 = host_id_,
-              a5 = std::to_string(nofile_);
-  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), a4.data(), a5.data(), nullptr};
+              a5 = std::to_string(nofile_), a6 = FormatJobIdRange(job_ids_);
+  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(),
+                  a4.data(), a5.data(), a6.data(), nullptr};
   // Resolve every symbol once, in the launcher: with lazy binding each forked
   // shim would redo the lookups its code path needs (measurably, per job).
   std::vector<std::string> env_store;
@@ -247,7 +249,8 @@ namespace {
 // to each shim's stderr, the host's shim.log), the NSS modules, and the
 // driver, never destroyed (see RunShim). nullptr when the driver cannot be
 // made here (each shim then tries again and reports why).
-Driver* PrepareForShims(const char* driver, const char* data_dir, const char* host_id) {
+Driver* PrepareForShims(const char* driver, const char* data_dir, const char* host_id,
+                        const char* job_ids) {
   try {
     util::SetupLogging("shim", "info");
   } catch (const std::exception&) {
@@ -261,7 +264,7 @@ Driver* PrepareForShims(const char* driver, const char* data_dir, const char* ho
     getgrouplist(pw->pw_name, pw->pw_gid, groups, &n);
   }
   try {
-    return MakeDriver(driver, {data_dir, host_id}).release();
+    return MakeDriver(driver, {data_dir, host_id, ParseJobIdRange(job_ids)}).release();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pgfleet-hostd shim-launcher: %s\n", e.what());
     return nullptr;
@@ -344,9 +347,9 @@ bool UseSpare(int sock, Spare* spare, const std::string& dir, const std::vector<
 }  // namespace
 
 void RunShimLauncher(int argc, char** argv) {
-  if (argc != 6) {
+  if (argc != 7) {
     std::fprintf(stderr,
-                 "usage: pgfleet-hostd shim-launcher DRIVER DATA_DIR HOST_ID NOFILE\n"
+                 "usage: pgfleet-hostd shim-launcher DRIVER DATA_DIR HOST_ID NOFILE JOB_IDS\n"
                  "(internal: hostd starts it, with its socket on fd 3)\n");
     _exit(2);
   }
@@ -364,7 +367,7 @@ void RunShimLauncher(int argc, char** argv) {
     }
   }
   if (chdir("/") != 0) std::perror("pgfleet-hostd shim-launcher: chdir /");
-  Driver* driver = PrepareForShims(argv[2], argv[3], argv[4]);
+  Driver* driver = PrepareForShims(argv[2], argv[3], argv[4], argv[6]);
   Spare spare;
   bool spare_failed = false;
   while (true) {

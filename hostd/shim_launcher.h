@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "hostd/attempt_dir.h"
+#include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd {
 
@@ -34,8 +35,9 @@ class ShimLauncher {
  public:
   // binary: the pgfleet-hostd executable (hostd: /proc/self/exe). nofile:
   // RLIMIT_NOFILE soft limit the launcher (so shims and jobs) runs with; 0 = as is.
+  // job_ids: the container driver's --job-ids (drivers/driver.h JobIdRange).
   ShimLauncher(std::string binary, std::string driver, std::string data_dir, std::string host_id,
-               uint64_t nofile = 0);
+               uint64_t nofile = 0, JobIdRange job_ids = {});
   // Closes the socket (the launcher then exits) and reaps the launcher.
   ~ShimLauncher();
   ShimLauncher(const ShimLauncher&) = delete;
@@ -64,6 +66,7 @@ class ShimLauncher {
 
   const std::string binary_, driver_, data_dir_, host_id_;
   const uint64_t nofile_;
+  const JobIdRange job_ids_;
   std::mutex mu_;   // serialises requests on the socket
   int sock_ = -1;   // guarded by mu_
   pid_t pid_ = -1;  // guarded by mu_

@@ -45,8 +45,8 @@ constexpr int64_t kMinFreeBytesToStart = 1 << 20;
 
 std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
   if (o.driver == kSimDriver) return std::make_unique<SimRunner>();
-  return std::make_unique<ShimRunner>(ShimClientOptions{o.shim_binary, o.driver, o.data_dir,
-                                                        o.host_id, o.job_nofile, o.start_timeout});
+  return std::make_unique<ShimRunner>(ShimClientOptions{
+      o.shim_binary, o.driver, o.data_dir, o.host_id, o.job_nofile, o.start_timeout, o.job_ids});
 }
 
 }  // namespace
@@ -215,6 +215,7 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
   req.log_max_file_mb =
       rec.spec.log_max_file_mb > 0 ? rec.spec.log_max_file_mb : options_.log_max_file_mb;
   req.log_forward = options_.log_forward;
+  req.job_ids = options_.job_ids;
   return req;
 }
 

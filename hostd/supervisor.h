@@ -100,6 +100,8 @@ struct SupervisorOptions {
   // Where each job's shim forwards its output lines (--log-forward,
   // log_forward.h); "" = nowhere.
   std::string log_forward;
+  // The container driver's user namespace ids (--job-ids, drivers/driver.h).
+  JobIdRange job_ids;
   // Whether an attempt's directory was collected (collector.h): such an
   // attempt is never started again, like one whose directory exists.
   // uid: the job's (jobs.uid); a collection recorded for another uid is

@@ -93,6 +93,10 @@ language sql immutable as $$
       array['run_as', format('user %s runs the job as root: only members of pgfleet_privileged may ask for it', p_run_as)]
     when p_run_as ~ '^[0-9]+:0+$' then
       array['run_as', format('user %s runs the job in the root group: only members of pgfleet_privileged may ask for it', p_run_as)]
+    when p_run_as ~ '^[0-9]+(:[0-9]+)?$' and exists (
+           select 1 from unnest(string_to_array(p_run_as, ':')) i
+            where i::numeric >= 65536) then
+      array['run_as', format('user %s: ids of unprivileged jobs must be below 65536 (their user namespace has that many); only members of pgfleet_privileged may name host ids', p_run_as)]
     when p_network = 'host' then
       array['network', 'network host shares the host''s network: only members of pgfleet_privileged may ask for it (others get network none)']
     when p_rootfs is not null and (p_rootfs !~ '^[A-Za-z0-9_-][A-Za-z0-9._-]*$') then

@@ -74,5 +74,9 @@ inline constexpr int kMaxPathBytes = 4096;              // rootfs, user
 // The largest uid or gid a job's user may name (SQL pgfleet.max_job_user_id()):
 // a number past it would wrap to another id (2^32 is uid 0) on the host.
 inline constexpr long long kMaxJobUserId = 2147483647;
+// Ids of an unprivileged job's user namespace (the container driver maps
+// them onto hostd's --job-ids range, which has at least this many): its
+// run_as names ids below it (SQL pgfleet.job_namespace_ids()).
+inline constexpr long long kJobNamespaceIds = 65536;
 
 }  // namespace pgfleet::model

@@ -1,5 +1,6 @@
 #include "core/model/job_spec.h"
 
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -242,6 +243,7 @@ std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpe
   static const std::regex root("^(root|0+)(:.*)?$");
   static const std::regex name("^[A-Za-z0-9_-][A-Za-z0-9._-]*$");
   static const std::regex root_group("^[0-9]+:0+$");
+  static const std::regex ids("^[0-9]+(:[0-9]+)?$");
   if (std::regex_match(s.user, root)) {
     return std::pair{std::string("user"), "user " + s.user +
                                               " runs the job as root: only members of "
@@ -251,6 +253,20 @@ std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpe
     return std::pair{std::string("user"), "user " + s.user +
                                               " runs the job in the root group: only members of "
                                               "pgfleet_privileged may ask for it"};
+  }
+  if (std::regex_match(s.user, ids)) {
+    for (size_t start = 0; start < s.user.size();) {
+      size_t end = std::min(s.user.find(':', start), s.user.size());
+      std::string id = s.user.substr(start, end - start);
+      if (id.size() > 10 || std::stoll(id) >= kJobNamespaceIds) {
+        return std::pair{std::string("user"),
+                         "user " + s.user + ": ids of unprivileged jobs must be below " +
+                             std::to_string(kJobNamespaceIds) +
+                             " (their user namespace has that many); only members of "
+                             "pgfleet_privileged may name host ids"};
+      }
+      start = end + 1;
+    }
   }
   if (s.network == "host") {
     return std::pair{std::string("network"),

@@ -134,7 +134,7 @@ class ContainerDriver : public Driver {
                   std::string staging_root)
       : sys_(sys),
         opts_(opts),
-        context_{std::move(data_dir), std::move(staging_root), KernelCapLast()} {}
+        context_{std::move(data_dir), opts.job_ids, std::move(staging_root), KernelCapLast()} {}
 
   ~ContainerDriver() override {
     // Leave no empty per-host group behind; busy ones stay.
@@ -155,7 +155,7 @@ class ContainerDriver : public Driver {
   static void OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds);
   std::unique_ptr<JobCgroup> MakeCgroup(const RunRequest& req, pid_t pid) const;
   // Releases the child and learns how its exec went.
-  static void AwaitExec(int parent_end, const ChildPlan& plan, const RunRequest& req);
+  static void AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req);
 
   const CgroupSystem& sys_;
   const DriverOptions opts_;
@@ -193,18 +193,45 @@ std::unique_ptr<JobCgroup> ContainerDriver::MakeCgroup(const RunRequest& req, pi
   return cgroup;
 }
 
-void ContainerDriver::AwaitExec(int parent_end, const ChildPlan& plan, const RunRequest& req) {
+// Maps the user namespace the child `pid` just made: ids 0..count-1 inside
+// are range.start.. on the host, for uids and gids. Written by this process
+// (root in the parent namespace), so setgroups stays allowed inside.
+void WriteIdMaps(pid_t pid, const JobIdRange& range) {
+  const std::string line = "0 " + std::to_string(range.start) + " " + std::to_string(range.count) +
+                           "\n";
+  for (const char* map : {"uid_map", "gid_map"}) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/" + map;
+    Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd.get() < 0 ||
+        write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw DriverError("container setup failed: writing " + path + " (" + line.substr(0, line.size() - 1) +
+                        "): " + ErrnoText(errno));
+    }
+  }
+}
+
+void ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
+                                const RunRequest& req) {
   // Release the child, then learn how its exec went: EOF (the socket closed
-  // on exec) means it is running the job; a report means setup failed.
+  // on exec) means it is running the job; a report means setup failed, or
+  // that its user namespace waits for its id maps.
   char go = 'g';
   send(parent_end, &go, 1, MSG_NOSIGNAL);
   container::ChildReport report{};
   size_t got = 0;
-  while (got < sizeof report) {
-    ssize_t n = recv(parent_end, reinterpret_cast<char*>(&report) + got, sizeof report - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
+  while (true) {
+    got = 0;
+    while (got < sizeof report) {
+      ssize_t n = recv(parent_end, reinterpret_cast<char*>(&report) + got, sizeof report - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != sizeof report || report.step != container::kIdMapWanted) break;
+    if (!plan.userns) throw DriverError("container setup failed: unexpected id map request");
+    WriteIdMaps(pid, plan.id_range);
+    char mapped = 'm';
+    send(parent_end, &mapped, 1, MSG_NOSIGNAL);
   }
   if (got == 0) return;
   if (got != sizeof report) throw DriverError("container setup failed: short report from child");
@@ -242,7 +269,7 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   std::unique_ptr<JobCgroup> cgroup;
   try {
     cgroup = MakeCgroup(req, pid);
-    AwaitExec(fds.parent_end.get(), plan, req);
+    AwaitExec(fds.parent_end.get(), pid, plan, req);
   } catch (const std::exception& e) {
     reap();
     cgroup.reset();
@@ -271,6 +298,16 @@ std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts) {
   if (!ContainerDriverAvailable(&why)) throw DriverError("container driver unavailable: " + why);
   const CgroupSystem* sys = CgroupSystem::Get(nullptr);
   if (!opts.data_dir.empty()) SetCgroupScope(opts.data_dir);
+  {
+    // Unprivileged jobs run in user namespaces, never as host users.
+    Fd fd(open("/proc/sys/user/max_user_namespaces", O_RDONLY | O_CLOEXEC));
+    char buf[24] = {};
+    if (fd.get() >= 0 && read(fd.get(), buf, sizeof buf - 1) > 0 && std::atol(buf) == 0) {
+      throw DriverError(
+          "container driver unavailable: user namespaces are disabled "
+          "(/proc/sys/user/max_user_namespaces is 0), and unprivileged jobs run in their own");
+    }
+  }
 
   // The host-filesystem root of jobs without a rootfs is assembled on an
   // empty directory; any mounts on it exist only in each job's namespace.

@@ -35,6 +35,11 @@
 //   effective, inheritable, ambient); root jobs (only when "root" or uid 0 is
 //   asked for) keep Docker's default capability set, nothing more. Every job
 //   runs with no_new_privs. The work dir is chown'ed to the job's user.
+//   Unprivileged jobs run in a user namespace of their own, entered last
+//   (after mounts, hostname and loopback, so the host's user namespace owns
+//   every other namespace of the job): ids 0..count-1 inside are hostd's
+//   --job-ids range (DriverOptions::job_ids) on the host, written by the
+//   parent while the child waits (kIdMapWanted); run_as names ids inside.
 //
 // - Cgroup: "pgfleet/<host>/<job>-<attempt>" from the root of each hierarchy
 //   (memory, cpu, cpuacct, pids on v1; memory, cpu, pids on v2), see cgroup.h.

@@ -173,6 +173,24 @@ void RedirectStdioAndAwaitCgroup(const ChildPlan& p) {
   }
 }
 
+// An unprivileged job's own user namespace, made after everything above was
+// set up by the host's root (so the job's mount, PID, UTS, IPC and network
+// namespaces stay owned by the host's user namespace, and no capability the
+// job holds reaches them). The parent maps its ids meanwhile; until then
+// nothing here creates a file.
+void EnterUserNamespace(const ChildPlan& p) {
+  if (!p.userns) return;
+  if (unshare(CLONE_NEWUSER) != 0) ChildFail(p, kNewUserNamespace, errno);
+  ChildReport wanted{kIdMapWanted, 0};
+  if (send(p.sync_fd, &wanted, sizeof wanted, MSG_NOSIGNAL) != sizeof wanted) _exit(127);
+  char mapped = 0;
+  ssize_t n;
+  do {
+    n = recv(p.sync_fd, &mapped, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(127);
+}
+
 void DropPrivileges(const ChildPlan& p) {
   // Raw syscalls, not glibc's setgroups/setresgid/setresuid: those broadcast
   // the change to every thread glibc believes exists, and in this child of a
@@ -212,6 +230,7 @@ int ChildMain(void* arg) {
   PopulateRoot(p);
   EnterRoot(p);
   RedirectStdioAndAwaitCgroup(p);
+  EnterUserNamespace(p);
   DropPrivileges(p);
   umask(022);
   environ = p.envp.data();  // execvp searches the job's PATH, not hostd's
@@ -256,6 +275,10 @@ std::string StepName(Step step) {
       return "bringing up loopback";
     case kRedirectStdio:
       return "redirecting stdio";
+    case kNewUserNamespace:
+      return "making the job's user namespace";
+    case kIdMapWanted:
+      return "mapping the job's ids";
     case kSetGroups:
       return "setgroups";
     case kSetGid:
@@ -284,6 +307,9 @@ std::string DescribeFailure(const ChildReport& report, const ChildPlan& plan) {
   if (step == kBindRoot || step == kReadOnlyRoot) what += " " + plan.root_source;
   if (step == kBindWorkDir) what += " " + plan.work_source;
   if (step == kReadOnlyRoot && report.err == ENOSYS) what += " (needs Linux 5.12+)";
+  if (step == kNewUserNamespace && (report.err == ENOSPC || report.err == EPERM)) {
+    what += " (see /proc/sys/user/max_user_namespaces)";
+  }
   return what + ": " + ErrnoText(report.err);
 }
 

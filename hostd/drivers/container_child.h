@@ -39,6 +39,7 @@ enum Step : int32_t {
   kSetHostname,
   kLoopbackUp,
   kRedirectStdio,
+  kNewUserNamespace,
   kSetGroups,
   kSetGid,
   kDropBoundingSet,
@@ -47,6 +48,9 @@ enum Step : int32_t {
   kNoNewPrivs,
   kSeccomp,
   kExec,
+  // Not a failure: the child has made its user namespace and waits for the
+  // parent to write its id maps, then to send one byte.
+  kIdMapWanted,
 };
 
 struct ChildReport {

@@ -64,9 +64,29 @@ void RefuseRootIdentity(const std::string& user, const ChildPlan& plan) {
   }
 }
 
+// Unprivileged jobs live in a user namespace of range.count ids: the user and
+// every group must be one of them.
+void RequireNamespaceIds(const std::string& user, const ChildPlan& plan) {
+  auto outside = [&plan](uint32_t id) { return id >= plan.id_range.count; };
+  std::string what;
+  if (outside(plan.uid)) what = "uid " + std::to_string(plan.uid);
+  if (what.empty() && outside(plan.gid)) what = "gid " + std::to_string(plan.gid);
+  for (gid_t g : plan.groups) {
+    if (what.empty() && outside(g)) what = "in group " + std::to_string(g);
+  }
+  if (!what.empty()) {
+    throw DriverError("user \"" + user + "\" is " + what +
+                      ": an unprivileged job's ids must be below " +
+                      std::to_string(plan.id_range.count) + " (its user namespace)");
+  }
+}
+
 // Resolves spec.user against the host's user database (before any pivot:
 // the job's rootfs may have no passwd at all, and must not choose our uids).
-void ResolveUser(const std::string& requested, bool privileged, ChildPlan* plan) {
+// For an unprivileged job the ids found are ids inside its user namespace:
+// "postgres" is uid 105 there, which is no host account.
+void ResolveUser(const std::string& requested, bool privileged, const JobIdRange& range,
+                 ChildPlan* plan) {
   std::string user = requested.empty() ? kDefaultUser : requested;
   std::vector<char> buf(16384);
   passwd pw{};
@@ -100,7 +120,12 @@ void ResolveUser(const std::string& requested, bool privileged, ChildPlan* plan)
     groups.resize(n);
     plan->groups = groups;
   }
-  if (!privileged) RefuseRootIdentity(user, *plan);
+  if (!privileged) {
+    RefuseRootIdentity(user, *plan);
+    plan->userns = true;
+    plan->id_range = range;
+    RequireNamespaceIds(user, *plan);
+  }
   plan->keep_caps = plan->uid == 0 ? kRootCapabilities : 0;
 }
 
@@ -132,10 +157,13 @@ void PlanWorkDir(const RunRequest& req, ChildPlan* p) {
   if (p->work_source.empty() || stat(p->work_source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw DriverError("job dir " + req.job_dir + " is missing: " + ErrnoText(errno));
   }
-  if (p->uid != 0 && (st.st_uid != p->uid || st.st_gid != p->gid) &&
-      chown(p->work_source.c_str(), p->uid, p->gid) != 0) {
+  // On the host, a namespaced job's ids are its range's.
+  const uid_t owner = p->userns ? p->id_range.start + p->uid : p->uid;
+  const gid_t group = p->userns ? p->id_range.start + p->gid : p->gid;
+  if ((p->userns || p->uid != 0) && (st.st_uid != owner || st.st_gid != group) &&
+      chown(p->work_source.c_str(), owner, group) != 0) {
     throw DriverError("cannot give job dir " + p->work_source + " to uid " +
-                      std::to_string(p->uid) + ": " + ErrnoText(errno));
+                      std::to_string(owner) + ": " + ErrnoText(errno));
   }
 }
 
@@ -256,7 +284,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
     throw DriverError("network must be \"host\" or \"none\" (got \"" + spec.network + "\")");
   }
   ChildPlan p;
-  ResolveUser(spec.user, spec.privileged, &p);
+  ResolveUser(spec.user, spec.privileged, context.job_ids, &p);
   p.cap_last = context.cap_last;
   PlanWorkDir(req, &p);
   PlanRoot(spec, context, &p);

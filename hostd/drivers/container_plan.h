@@ -61,9 +61,16 @@ struct ChildPlan {
   std::vector<std::string> argv_store, env_store;
   std::vector<char*> argv, envp;
 
+  // The job's user, groups and capabilities: ids inside its user namespace
+  // when it has one (userns), else host ids.
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;
+  // Unprivileged jobs: after entering its root the child makes a user
+  // namespace and waits (kIdMapWanted) for the parent to map ids_inside
+  // 0..id_range.count-1 onto id_range (container.cpp WriteIdMaps).
+  bool userns = false;
+  JobIdRange id_range;
   uint64_t keep_caps = 0;
   int cap_last = CAP_LAST_CAP;
 
@@ -75,6 +82,7 @@ struct ChildPlan {
 // What BuildPlan needs to know about the driver.
 struct PlanContext {
   std::string data_dir;         // realpath of hostd's data dir ("" when unset)
+  JobIdRange job_ids;           // hostd --job-ids
   std::string staging_root;     // empty dir the host-fs root is assembled on
   int cap_last = CAP_LAST_CAP;  // the kernel's highest capability
 };

@@ -1,7 +1,13 @@
 #include "hostd/drivers/driver.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
+
+#include <mutex>
+
+#include "core/model/constants.h"
 
 #include "hostd/drivers/container.h"
 #include "hostd/drivers/process.h"
@@ -24,6 +30,66 @@ int OpenJobOutput(const RunRequest& req, mode_t mode) {
   int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);  // clear of the stdio slots it is dup'ed onto
   close(fd);
   return moved;
+}
+
+JobIdRange ParseJobIdRange(const std::string& text) {
+  auto bad = [&text](const std::string& rule) {
+    return std::invalid_argument("--job-ids must be START:COUNT with " + rule + " (got \"" + text +
+                                 "\")");
+  };
+  const size_t colon = text.find(':');
+  auto number = [&](const std::string& digits) -> unsigned long long {
+    if (digits.empty() || digits.size() > 10 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      throw bad("START and COUNT in decimal");
+    }
+    return std::stoull(digits);
+  };
+  if (colon == std::string::npos) throw bad("START and COUNT in decimal");
+  const unsigned long long start = number(text.substr(0, colon));
+  const unsigned long long count = number(text.substr(colon + 1));
+  if (start < 65536) throw bad("START at least 65536 (above the ids of host accounts)");
+  if (count < static_cast<unsigned long long>(model::kJobNamespaceIds)) {
+    throw bad("COUNT at least " + std::to_string(model::kJobNamespaceIds) +
+              " (the ids of a job's user namespace)");
+  }
+  if (start + count - 1 > static_cast<unsigned long long>(model::kMaxJobUserId)) {
+    throw bad("START + COUNT - 1 at most " + std::to_string(model::kMaxJobUserId));
+  }
+  return {static_cast<uint32_t>(start), static_cast<uint32_t>(count)};
+}
+
+std::string FormatJobIdRange(const JobIdRange& range) {
+  return std::to_string(range.start) + ":" + std::to_string(range.count);
+}
+
+std::string JobIdRangeConflict(const JobIdRange& range) {
+  // getpwent and getgrent walk one shared cursor each.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto inside = [&range](unsigned long id) {
+    return id >= range.start && id - range.start < range.count;
+  };
+  std::string found;
+  setpwent();
+  while (passwd* pw = getpwent()) {
+    if (inside(pw->pw_uid) || inside(pw->pw_gid)) {
+      found = "user " + std::string(pw->pw_name) + " (uid " + std::to_string(pw->pw_uid) +
+              ", gid " + std::to_string(pw->pw_gid) + ")";
+      break;
+    }
+  }
+  endpwent();
+  if (!found.empty()) return found;
+  setgrent();
+  while (group* gr = getgrent()) {
+    if (inside(gr->gr_gid)) {
+      found = "group " + std::string(gr->gr_name) + " (gid " + std::to_string(gr->gr_gid) + ")";
+      break;
+    }
+  }
+  endgrent();
+  return found;
 }
 
 std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts) {

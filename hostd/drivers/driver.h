@@ -89,9 +89,29 @@ class Driver {
   virtual std::unique_ptr<Execution> Start(const RunRequest& req) = 0;
 };
 
+// The host ids the container driver maps every unprivileged job's user
+// namespace onto (hostd --job-ids START:COUNT, like an /etc/subuid line):
+// ids 0..count-1 inside a job are start..start+count-1 on the host, for uids
+// and gids alike. One range per hostd, shared by its jobs (as Docker's
+// userns-remap shares one); it must belong to pgfleet alone.
+struct JobIdRange {
+  uint32_t start = 1879048192;  // 0x70000000: above systemd's container ranges
+  uint32_t count = 65536;
+};
+// "START:COUNT", checked: START >= 65536 (above the 16-bit ids host accounts
+// use), COUNT >= model::kJobNamespaceIds, START + COUNT - 1 <= 2147483647.
+// Throws std::invalid_argument naming --job-ids, the value and the rule.
+JobIdRange ParseJobIdRange(const std::string& text);
+std::string FormatJobIdRange(const JobIdRange& range);
+// The first host account (user or group, from the host's databases) whose id
+// falls in the range, as "user NAME (uid N)"; "" when none does. A job must
+// never hold a host account's identity.
+std::string JobIdRangeConflict(const JobIdRange& range);
+
 struct DriverOptions {
   std::string data_dir;  // hostd's --data-dir (rootfs names resolve under <data_dir>/rootfs/)
   std::string host_id;
+  JobIdRange job_ids;  // the container driver's user namespaces
 };
 
 // "process" or "container". Throws std::invalid_argument for an unknown name.

@@ -2,6 +2,8 @@
 // filesystem writes, environment, network, signals and start errors.
 // Needs root and cgroups (container_fixture.h says why tests fail, never skip).
 
+#include <pwd.h>
+
 #include "container_fixture.h"
 
 namespace pgfleet::hostd::testing_container {
@@ -85,6 +87,103 @@ TEST_F(ContainerSecurityTest, NoSpellingOfRootRunsAnUnprivilegedJob) {
                   what.find("user ids must be at most 2147483647") != std::string::npos)
           << user << ": " << what;
     }
+  }
+}
+
+// hostd refuses a --job-ids range holding a host account (it checks at start).
+TEST_F(ContainerSecurityTest, AnIdRangeHoldingAHostAccountIsNamed) {
+  EXPECT_EQ(JobIdRangeConflict(JobIdRange{}), "");
+  std::string taken = JobIdRangeConflict(JobIdRange{1, 1});  // daemon, on Debian
+  EXPECT_EQ(taken, "user daemon (uid 1, gid 1)");
+  passwd* nobody = getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  // nobody, or another account in its group (Debian's _apt is in nogroup).
+  EXPECT_NE(JobIdRangeConflict(JobIdRange{nobody->pw_uid, 1}).find(std::to_string(nobody->pw_uid)),
+            std::string::npos);
+}
+
+// Ids of the job's user namespace past its 65536 are refused before anything runs.
+TEST_F(ContainerSecurityTest, UnprivilegedIdsPastTheNamespaceAreRefused) {
+  for (const char* user : {"65536", "70000:1000", "1000:65536", "2147483647"}) {
+    RunRequest req = Request({"id"});
+    req.spec.user = user;
+    try {
+      Result r = Run(req);
+      ADD_FAILURE() << user << " ran: " << r.output;
+    } catch (const DriverError& e) {
+      EXPECT_NE(std::string(e.what()).find("must be below 65536"), std::string::npos)
+          << user << ": " << e.what();
+    }
+  }
+}
+
+// The host ids a running job's main process holds: Uid, Gid and Groups of
+// its /proc/<pid>/status as the host sees it.
+std::vector<long long> HostIdsOf(pid_t pid) {
+  std::vector<long long> ids;
+  for (const auto& line : Lines(ReadFile("/proc/" + std::to_string(pid) + "/status"))) {
+    if (line.rfind("Uid:", 0) != 0 && line.rfind("Gid:", 0) != 0 && line.rfind("Groups:", 0) != 0) {
+      continue;
+    }
+    std::istringstream in(line.substr(line.find(':') + 1));
+    for (long long id; in >> id;) ids.push_back(id);
+  }
+  return ids;
+}
+
+// An unprivileged job runs in a user namespace of its own: whatever its
+// run_as names (a host account, its groups, plain numbers), its processes
+// hold only ids of hostd's --job-ids range on the host, so a host account's
+// 0600 file is not the job's to read, nor that account's file in the job's
+// own directory its to write, although the job "is" that account inside.
+TEST_F(ContainerSecurityTest, UnprivilegedJobsHoldOnlyIdsOfTheRangeWhateverTheyRunAs) {
+  const JobIdRange range;  // the driver's (the fixture gives no --job-ids)
+  const std::string dir = root_ + "/host-files";
+  mkdir(dir.c_str(), 0755);
+  std::vector<std::string> users = {"nobody", "daemon", "1", "1:1", "0001:00001", "42:7", "65534"};
+  if (getpwnam("postgres")) users.push_back("postgres");
+  for (const std::string& user : users) {
+    SCOPED_TRACE(user);
+    // The account run_as names, as the host knows it.
+    uid_t host_uid = 65534;
+    gid_t host_gid = 65534;
+    if (passwd* pw = getpwnam(user.c_str())) {
+      host_uid = pw->pw_uid;
+      host_gid = pw->pw_gid;
+    } else {
+      host_uid = static_cast<uid_t>(std::stoul(user.substr(0, user.find(':'))));
+      host_gid = user.find(':') == std::string::npos
+                     ? host_uid
+                     : static_cast<gid_t>(std::stoul(user.substr(user.find(':') + 1)));
+    }
+    const std::string secret = dir + "/secret";
+    ASSERT_EQ(RunShell("echo SECRET > " + secret + " && chown " + std::to_string(host_uid) + ":" +
+                       std::to_string(host_gid) + " " + secret + " && chmod 0600 " + secret),
+              0);
+    RunRequest req = Request({"/bin/sh", "-c",
+                              "cat " + secret + " 2>/dev/null; { echo x >> theirs; } 2>/dev/null && "
+                              "echo WROTE; echo up; exec sleep 30"});
+    req.spec.rootfs.clear();  // the host's tree, where the host's files are
+    req.spec.user = user;
+    const std::string theirs = req.job_dir + "/theirs";
+    ASSERT_EQ(RunShell("touch " + theirs + " && chown " + std::to_string(host_uid) + ":" +
+                       std::to_string(host_gid) + " " + theirs + " && chmod 0644 " + theirs),
+              0);
+    auto exec = driver_->Start(req);
+    for (auto until = Clock::now() + std::chrono::seconds(10);
+         ReadFile(req.log_path).find("up") == std::string::npos && Clock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::vector<long long> ids = HostIdsOf(exec->pid());
+    exec->Signal(SIGKILL);
+    exec->Wait();
+    EXPECT_EQ(ReadFile(req.log_path), "up\n");
+    ASSERT_FALSE(ids.empty());
+    for (long long id : ids) {
+      EXPECT_GE(id, static_cast<long long>(range.start));
+      EXPECT_LT(id, static_cast<long long>(range.start) + range.count);
+    }
+    EXPECT_EQ(ReadFile(theirs), "");
   }
 }
 

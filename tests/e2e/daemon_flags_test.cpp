@@ -101,6 +101,25 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
       {"pgfleet-hostd",
        {"--id", "h", "--token-file", token_, "--log-forward", "kafka://broker:9092"},
        "--log-forward must be journald or syslog://HOST:PORT"},
+      // The user namespace range: never a host account's ids, never past 2^31 - 1.
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "lots"},
+       "--job-ids must be START:COUNT with START and COUNT in decimal (got \"lots\")"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "1000:65536"},
+       "START at least 65536"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "100000:1000"},
+       "COUNT at least 65536"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "2147480000:65536"},
+       "START + COUNT - 1 at most 2147483647"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "4294967296:65536"},
+       "START + COUNT - 1 at most 2147483647"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--job-ids", "-100000:65536"},
+       "in decimal"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {BinaryPath(c.binary)};

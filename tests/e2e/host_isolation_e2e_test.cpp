@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,6 +153,57 @@ TEST_F(HostIsolationTest, FsReadsOnlyWhatTheJobCouldReadItself) {
   ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
   ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "cancelled"; }, 30s));
   EXPECT_EQ(cluster_->Cli({"fs", id, "/w.txt"}).out, "work\n");
+}
+
+// The host ids of every process whose command line is exactly argv.
+std::vector<long long> HostIdsOfProcesses(const std::string& cmdline) {
+  std::vector<long long> ids;
+  for (const auto& pid : Subdirs("/proc")) {
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (ReadAll("/proc/" + pid + "/cmdline") != cmdline) continue;
+    std::istringstream status(ReadAll("/proc/" + pid + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Uid:", 0) != 0 && line.rfind("Gid:", 0) != 0 &&
+          line.rfind("Groups:", 0) != 0) {
+        continue;
+      }
+      std::istringstream in(line.substr(line.find(':') + 1));
+      for (long long id; in >> id;) ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+// run_as naming a host account (daemon, uid 1): the job is uid 1 in its own
+// user namespace, which is host uid <start> + 1 of hostd's --job-ids range,
+// so the account's 0600 file is not its to read; commands `pgfleet exec`
+// runs in it are the same user and hold the same host ids.
+TEST_F(HostIsolationTest, ARunAsNamingAHostAccountHoldsOnlyIdsOfTheRange) {
+  HostFile secret("daemons", "DAEMONSECRET\n", 0600);
+  ASSERT_EQ(chown(secret.path().c_str(), 1, 1), 0);
+  const std::string marker = "987.654";  // this job's sleep, found among the host's processes
+  std::string id = Submit("cat " + secret.path() + " 2>&1; cat /proc/self/uid_map; id -u; " +
+                              "touch /tmp/ready; exec sleep " + marker,
+                          ", run_as", ", 'daemon'");
+  ASSERT_TRUE(WaitFor([&] { return cluster_->Cli({"fs", id, "/tmp/ready"}).exit_code == 0; }, 30s))
+      << Job(id, "state") << " " << Job(id, "error");
+  auto exec = cluster_->Cli({"exec", id, "--", "sh", "-c", "id -u; exec sleep 0.5" + marker.substr(4)});
+  EXPECT_EQ(exec.exit_code, 0) << exec.err;
+  EXPECT_EQ(exec.out, "1\n");
+  std::vector<long long> ids = HostIdsOfProcesses(std::string("sleep\0", 6) + marker + '\0');
+  const hostd::JobIdRange range;  // hostd's default --job-ids
+  ASSERT_GE(ids.size(), 9u) << "Uid and Gid (4 each) and the groups of the job's sleep";
+  for (long long v : ids) {
+    EXPECT_GE(v, static_cast<long long>(range.start));
+    EXPECT_LT(v, static_cast<long long>(range.start) + range.count);
+  }
+  ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "cancelled"; }, 30s));
+  std::string out = Job(id, "output_tail");
+  EXPECT_EQ(out.find("DAEMONSECRET"), std::string::npos) << out;
+  EXPECT_NE(out.find("Permission denied"), std::string::npos) << out;
+  EXPECT_NE(out.find(" " + std::to_string(range.start) + " "), std::string::npos) << out;  // uid_map
+  EXPECT_NE(out.find("\n1\n"), std::string::npos) << out;
 }
 
 // A Unix socket of the host's (mode 0777, in /run, where PostgreSQL's, the

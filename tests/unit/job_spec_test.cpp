@@ -307,9 +307,17 @@ TEST(PrivilegeProblem, NamesRootHostNetworkAndRootfsPathsAndNothingElse) {
     EXPECT_EQ("user", p->first);
     EXPECT_NE(std::string::npos, p->second.find("pgfleet_privileged")) << p->second;
   }
-  for (const char* user : {"nobody", "1000", "10", "rooty", "1000:10"}) {
+  for (const char* user : {"nobody", "1000", "10", "rooty", "1000:10", "65535:65535"}) {
     s.user = user;
     EXPECT_FALSE(PrivilegeProblem(s)) << user;
+  }
+  // An unprivileged job's ids are those of its user namespace (65536 of them).
+  for (const char* user : {"65536", "1000:65536", "4294967296", "99999999999", "2147483647"}) {
+    s.user = user;
+    auto p = PrivilegeProblem(s);
+    ASSERT_TRUE(p) << user;
+    EXPECT_EQ("user", p->first);
+    EXPECT_NE(std::string::npos, p->second.find("below 65536")) << p->second;
   }
   s.user.clear();
   s.network = "host";
