@@ -18,7 +18,8 @@ constexpr db::Statement kSubmit{
     "                      priority => $7::integer, max_attempts => $8::integer,"
     "                      idempotency_key => $9::text, rootfs => $10::text, run_as => $11::text,"
     "                      network => $12::text, pids_max => $13::integer,"
-    "                      cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer)"
+    "                      cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,"
+    "                      disk => $16::integer)"
     "       as id"};
 
 constexpr db::Statement kJobProgress{
@@ -126,9 +127,9 @@ constexpr db::Statement kCreateFormation{
     "cli_create_formation",
     "insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,"
     "                                constraints, priority, rootfs, run_as, network, pids_max,"
-    "                                cpu_hard_limit, stop_grace_seconds)"
+    "                                cpu_hard_limit, stop_grace_seconds, disk)"
     " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,"
-    "         coalesce($12, pgfleet.default_network()), $13, $14, $15)"
+    "         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16)"
     // A deleted formation of that name (kept for its jobs' history) comes back.
     " on conflict (name) do update set"
     "   kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,"
@@ -136,7 +137,8 @@ constexpr db::Statement kCreateFormation{
     "   constraints = excluded.constraints, priority = excluded.priority,"
     "   rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,"
     "   pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,"
-    "   stop_grace_seconds = excluded.stop_grace_seconds, deleted_at = null, updated_at = now()"
+    "   stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,"
+    "   deleted_at = null, updated_at = now()"
     "   where pgfleet.formations.deleted_at is not null"
     " returning id"};
 
@@ -174,7 +176,7 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
-                   s.cpu_hard_limit, s.stop_grace_seconds)["id"]
+                   s.cpu_hard_limit, s.stop_grace_seconds, s.disk)["id"]
       .as<int64_t>();
 }
 
@@ -359,7 +361,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
       db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
-               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds);
+               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

@@ -104,7 +104,11 @@ language sql immutable as $$
     ('max_pids', 'integer', 1024, 4194304, '4096',
      'Most processes a job may ask for (pids_max), refused at insert above it: one job must not take the host''s PID space.'),
     ('max_stop_grace_seconds', 'integer', 10, 86400, '300',
-     'Longest stop_grace_seconds a job may ask for, refused at insert above it: a job that ignores SIGTERM ends within it.')
+     'Longest stop_grace_seconds a job may ask for, refused at insert above it: a job that ignores SIGTERM ends within it.'),
+    ('max_disk_mib', 'integer', 1, 16777216, '10240',
+     'Most disk (MiB) a job may ask for, refused at insert above it.'),
+    ('max_log_mib', 'integer', 2, 104857600, '2048',
+     'Most output a job may keep on its host (log_max_files x log_max_file_mb, MiB), refused at insert above it.')
 $$;
 comment on function pgfleet.setting_rules() is
   'Every setting of pgfleet.settings: its name, kind (integer or number), allowed range, default and meaning. A written value is checked against it.';
@@ -149,10 +153,13 @@ comment on function pgfleet.setting_number(text) is
   'A numeric setting in force: its row of pgfleet.settings, else the default of pgfleet.setting_rules().';
 
 -- The operator's ceilings on what a job may take of its host (settings
--- max_pids and max_stop_grace_seconds), as {field, message}; null when within.
--- Values up to the columns' defaults never read the settings (whose ranges
--- start there): the common insert pays nothing.
-create or replace function pgfleet.limit_problem(p_pids_max integer, p_stop_grace_seconds integer)
+-- max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib), as {field,
+-- message}; null when within. Values up to the columns' defaults never read
+-- the settings (whose ranges start there): the common insert pays nothing.
+drop function if exists pgfleet.limit_problem(integer, integer);
+create or replace function pgfleet.limit_problem(p_pids_max integer, p_stop_grace_seconds integer,
+                                                 p_disk integer, p_log_max_files integer,
+                                                 p_log_max_file_mb integer)
 returns text[]
 language plpgsql stable as $$
 declare
@@ -172,10 +179,28 @@ begin
                           v_max, p_stop_grace_seconds)];
     end if;
   end if;
+  if p_disk > 0 then
+    v_max := pgfleet.setting_number('max_disk_mib');
+    if p_disk > v_max then
+      return array['disk', format('disk must be <= %s MiB (setting max_disk_mib; got %s)', v_max, p_disk)];
+    end if;
+  end if;
+  -- A cap left out is the host's (--log-max-files 5, --log-max-file-mb 20
+  -- by default); the product of the two given, or of one given and the
+  -- other's largest, is what the job may keep.
+  if p_log_max_files is not null or p_log_max_file_mb is not null then
+    v_max := pgfleet.setting_number('max_log_mib');
+    if coalesce(p_log_max_files, 5)::numeric * coalesce(p_log_max_file_mb, 20) > v_max then
+      return array[case when p_log_max_file_mb is null then 'log_max_files' else 'log_max_file_mb' end,
+                   format('log_max_files x log_max_file_mb must be <= %s MiB (setting max_log_mib; got %s x %s)',
+                          v_max, coalesce(p_log_max_files::text, '5 (the host''s default)'),
+                          coalesce(p_log_max_file_mb::text, '20 (the host''s default)'))];
+    end if;
+  end if;
   return null;
 end $$;
-comment on function pgfleet.limit_problem(integer, integer) is
-  'Which operator ceiling (settings max_pids, max_stop_grace_seconds) a job''s pids_max or stop_grace_seconds is over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
+comment on function pgfleet.limit_problem(integer, integer, integer, integer, integer) is
+  'Which operator ceiling (settings max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib) a job''s pids_max, stop_grace_seconds, disk or output caps are over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
 
 -- The default TTL is defined here only (migration 0001 also wrote it into
 -- pgfleet.settings, where operators change it).

@@ -106,7 +106,8 @@ declare
 begin
   v_problem := coalesce(pgfleet.spec_problem(coalesce(new.command, array['x']), new.env,
                                              new.constraints, new.rootfs, new.run_as),
-                        pgfleet.limit_problem(new.pids_max, new.stop_grace_seconds));
+                        pgfleet.limit_problem(new.pids_max, new.stop_grace_seconds, new.disk,
+                                              new.log_max_files, new.log_max_file_mb));
   if v_problem is not null then
     raise exception '%', v_problem[2]
       using errcode = 'check_violation', column = v_problem[1],
@@ -138,7 +139,7 @@ comment on function pgfleet.formations_check_template() is
 drop trigger if exists formations_check_template on pgfleet.formations;
 create trigger formations_check_template
   before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner,
-                             pids_max, stop_grace_seconds
+                             pids_max, stop_grace_seconds, disk, log_max_files, log_max_file_mb
   on pgfleet.formations
   for each row execute function pgfleet.formations_check_template();
 

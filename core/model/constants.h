@@ -78,5 +78,7 @@ inline constexpr long long kMaxJobUserId = 2147483647;
 // them onto hostd's --job-ids range, which has at least this many): its
 // run_as names ids below it (SQL pgfleet.job_namespace_ids()).
 inline constexpr long long kJobNamespaceIds = 65536;
+// A job's disk, MiB (SQL domain pgfleet.spec_disk); 0 = no limit.
+inline constexpr int kMaxDiskMib = 16777216;
 
 }  // namespace pgfleet::model

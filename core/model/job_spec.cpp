@@ -136,6 +136,7 @@ JobSpec ParseJobSpec(const json& j) {
                                               "stop_grace_seconds",
                                               "log_max_files",
                                               "log_max_file_mb",
+                                              "disk",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -165,6 +166,7 @@ JobSpec ParseJobSpec(const json& j) {
   s.stop_grace_seconds = IntField(j, "stop_grace_seconds", kDefaultStopGraceSeconds);
   s.log_max_files = IntField(j, "log_max_files", 0);
   s.log_max_file_mb = IntField(j, "log_max_file_mb", 0);
+  s.disk = IntField(j, "disk", 0);
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
     if (auto it = j.find(name); it != j.end() && !it->is_null()) {
@@ -209,6 +211,10 @@ void Validate(const JobSpec& s) {
     throw SpecError("stop_grace_seconds",
                     "stop_grace_seconds must be >= 0" + got(s.stop_grace_seconds));
   }
+  if (s.disk < 0 || s.disk > kMaxDiskMib) {
+    throw SpecError("disk", "disk must be between 0 and " + std::to_string(kMaxDiskMib) +
+                                " (MiB; 0 = no limit)" + got(s.disk));
+  }
   auto bounded = [&](const char* field, int v, int lo, int hi) {
     if (v != 0 && (v < lo || v > hi)) {
       throw SpecError(field, std::string(field) + " must be between " + std::to_string(lo) +
@@ -236,6 +242,7 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"stop_grace_seconds", s.stop_grace_seconds},
               {"log_max_files", s.log_max_files},
               {"log_max_file_mb", s.log_max_file_mb},
+              {"disk", s.disk},
               {"privileged", s.privileged}};
 }
 

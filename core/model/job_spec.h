@@ -52,6 +52,9 @@ struct JobSpec {
   std::string user;    // user to run as; empty = the driver's default
   std::string network = "host";  // "host" or "none"
   int pids_max = kDefaultPidsMax;
+  // MiB of the job's writable work dir, a filesystem of its own (container
+  // driver); 0 = no limit. 0..kMaxDiskMib.
+  int disk = 0;
   bool cpu_hard_limit = false;  // also set a CFS quota of `cpu` millicores
   int stop_grace_seconds = kDefaultStopGraceSeconds;
   // Output kept: at most log_max_files files of log_max_file_mb MiB each

@@ -20,6 +20,7 @@
 
 #include "hostd/drivers/cgroup.h"
 #include "hostd/drivers/container_child.h"
+#include "hostd/drivers/container_disk.h"
 #include "hostd/drivers/container_plan.h"
 
 namespace pgfleet::hostd {
@@ -67,8 +68,13 @@ int KernelCapLast() {
 
 class ContainerExecution : public Execution {
  public:
-  ContainerExecution(pid_t pid, std::unique_ptr<JobCgroup> cgroup, int memory_mib, std::string ids)
-      : pid_(pid), cgroup_(std::move(cgroup)), memory_mib_(memory_mib), ids_(std::move(ids)) {}
+  ContainerExecution(pid_t pid, std::unique_ptr<JobCgroup> cgroup, int memory_mib, std::string ids,
+                     std::unique_ptr<container::JobDisk> disk)
+      : pid_(pid),
+        cgroup_(std::move(cgroup)),
+        memory_mib_(memory_mib),
+        ids_(std::move(ids)),
+        disk_(std::move(disk)) {}
 
   ~ContainerExecution() override {
     if (!waited_) {
@@ -104,6 +110,12 @@ class ContainerExecution : public Execution {
     s.peak_memory_bytes = u.peak_memory_bytes;
     s.cpu_seconds = u.cpu_seconds;
     if (s.oom_killed) s.error = "out of memory (limit " + std::to_string(memory_mib_) + " MiB)";
+    if (disk_) {
+      // Said only of a job that failed: a full disk it coped with is its own.
+      std::string full = disk_->End();
+      bool failed = s.signal != 0 || s.exit_code != 0;
+      if (!full.empty() && failed && s.error.empty()) s.error = full;
+    }
     spdlog::debug("{} container exited code={} signal={} oom={} peak={} cpu={:.3f}s", ids_,
                   s.exit_code, s.signal, s.oom_killed, s.peak_memory_bytes, s.cpu_seconds);
     return s;
@@ -124,6 +136,7 @@ class ContainerExecution : public Execution {
   std::unique_ptr<JobCgroup> cgroup_;
   const int memory_mib_;
   const std::string ids_;
+  const std::unique_ptr<container::JobDisk> disk_;  // null: no disk limit
   std::mutex mu_;
   bool waited_ = false;  // guarded by mu_: once true, the cgroup is gone
 };
@@ -155,7 +168,8 @@ class ContainerDriver : public Driver {
   static void OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds);
   std::unique_ptr<JobCgroup> MakeCgroup(const RunRequest& req, pid_t pid) const;
   // Releases the child and learns how its exec went.
-  static void AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req);
+  static void AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
+                        container::JobDisk* disk);
 
   const CgroupSystem& sys_;
   const DriverOptions opts_;
@@ -210,8 +224,20 @@ void WriteIdMaps(pid_t pid, const JobIdRange& range) {
   }
 }
 
+// The job's work dir as its paused child mounted it, through the child's
+// root (nothing of the job has run yet, so nothing in the path is the job's).
+int OpenMountedWorkDir(pid_t pid, const ChildPlan& plan) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/root" + plan.workdir;
+  int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    throw DriverError("container setup failed: opening the job's disk at " + path + ": " +
+                      ErrnoText(errno));
+  }
+  return fd;
+}
+
 void ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
-                                const RunRequest& req) {
+                                const RunRequest& req, container::JobDisk* disk) {
   // Release the child, then learn how its exec went: EOF (the socket closed
   // on exec) means it is running the job; a report means setup failed, or
   // that its user namespace waits for its id maps.
@@ -227,9 +253,9 @@ void ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan
       if (n <= 0) break;
       got += static_cast<size_t>(n);
     }
-    if (got != sizeof report || report.step != container::kIdMapWanted) break;
-    if (!plan.userns) throw DriverError("container setup failed: unexpected id map request");
-    WriteIdMaps(pid, plan.id_range);
+    if (got != sizeof report || report.step != container::kPaused) break;
+    if (plan.userns) WriteIdMaps(pid, plan.id_range);
+    if (disk) disk->Mounted(OpenMountedWorkDir(pid, plan));
     char mapped = 'm';
     send(parent_end, &mapped, 1, MSG_NOSIGNAL);
   }
@@ -246,6 +272,11 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
                           " attempt=" + std::to_string(req.attempt) +
                           " host=" + (req.host_id.empty() ? opts_.host_id : req.host_id);
   ChildPlan plan = container::BuildPlan(req, context_);
+  std::unique_ptr<container::JobDisk> disk;
+  if (req.spec.disk > 0) {
+    disk = container::JobDisk::Make(req.attempt_dir, req.spec.disk, plan.HostUid(), plan.HostGid());
+    plan.disk_device = disk->device();
+  }
   ChildFds fds;
   OpenChildFds(req, &plan, &fds);
 
@@ -269,14 +300,15 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   std::unique_ptr<JobCgroup> cgroup;
   try {
     cgroup = MakeCgroup(req, pid);
-    AwaitExec(fds.parent_end.get(), pid, plan, req);
+    AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get());
   } catch (const std::exception& e) {
     reap();
     cgroup.reset();
     throw DriverError(e.what());
   }
   spdlog::debug("{} container started pid={} cgroup={}", ids, pid, cgroup->path());
-  return std::make_unique<ContainerExecution>(pid, std::move(cgroup), req.spec.memory, ids);
+  return std::make_unique<ContainerExecution>(pid, std::move(cgroup), req.spec.memory, ids,
+                                              std::move(disk));
 }
 
 }  // namespace

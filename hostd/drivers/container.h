@@ -39,7 +39,7 @@
 //   (after mounts, hostname and loopback, so the host's user namespace owns
 //   every other namespace of the job): ids 0..count-1 inside are hostd's
 //   --job-ids range (DriverOptions::job_ids) on the host, written by the
-//   parent while the child waits (kIdMapWanted); run_as names ids inside.
+//   parent while the child waits (kPaused); run_as names ids inside.
 //
 // - Cgroup: "pgfleet/<host>/<job>-<attempt>" from the root of each hierarchy
 //   (memory, cpu, cpuacct, pids on v1; memory, cpu, pids on v2), see cgroup.h.

@@ -115,7 +115,15 @@ void PopulateRoot(ChildPlan& p) {
     }
   }
   MkdirP(p.work_target);
-  if (mount(p.work_source.c_str(), p.work_target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+  if (!p.disk_device.empty()) {
+    // A filesystem of the job's own, its size the job's disk.
+    // nodelalloc: a write past the disk fails there and then with ENOSPC,
+    // never later at writeback (as an EIO the job cannot place).
+    if (mount(p.disk_device.c_str(), p.work_target.c_str(), "ext4", MS_NOSUID | MS_NODEV,
+              "nodelalloc") != 0) {
+      ChildFail(p, kMountDisk, errno);
+    }
+  } else if (mount(p.work_source.c_str(), p.work_target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     ChildFail(p, kBindWorkDir, errno);
   }
   // Writable, so neither setuid bits nor device nodes count in it (a bind
@@ -176,12 +184,13 @@ void RedirectStdioAndAwaitCgroup(const ChildPlan& p) {
 // An unprivileged job's own user namespace, made after everything above was
 // set up by the host's root (so the job's mount, PID, UTS, IPC and network
 // namespaces stay owned by the host's user namespace, and no capability the
-// job holds reaches them). The parent maps its ids meanwhile; until then
-// nothing here creates a file.
-void EnterUserNamespace(const ChildPlan& p) {
-  if (!p.userns) return;
-  if (unshare(CLONE_NEWUSER) != 0) ChildFail(p, kNewUserNamespace, errno);
-  ChildReport wanted{kIdMapWanted, 0};
+// job holds reaches them). The parent maps its ids, and takes hold of the
+// job's disk, while the child waits here; until then nothing here creates a
+// file.
+void EnterUserNamespaceAndPause(const ChildPlan& p) {
+  if (!p.userns && p.disk_device.empty()) return;
+  if (p.userns && unshare(CLONE_NEWUSER) != 0) ChildFail(p, kNewUserNamespace, errno);
+  ChildReport wanted{kPaused, 0};
   if (send(p.sync_fd, &wanted, sizeof wanted, MSG_NOSIGNAL) != sizeof wanted) _exit(127);
   char mapped = 0;
   ssize_t n;
@@ -230,7 +239,7 @@ int ChildMain(void* arg) {
   PopulateRoot(p);
   EnterRoot(p);
   RedirectStdioAndAwaitCgroup(p);
-  EnterUserNamespace(p);
+  EnterUserNamespaceAndPause(p);
   DropPrivileges(p);
   umask(022);
   environ = p.envp.data();  // execvp searches the job's PATH, not hostd's
@@ -277,8 +286,10 @@ std::string StepName(Step step) {
       return "redirecting stdio";
     case kNewUserNamespace:
       return "making the job's user namespace";
-    case kIdMapWanted:
+    case kPaused:
       return "mapping the job's ids";
+    case kMountDisk:
+      return "mounting the job's disk";
     case kSetGroups:
       return "setgroups";
     case kSetGid:

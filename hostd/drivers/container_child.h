@@ -32,6 +32,7 @@ enum Step : int32_t {
   kMakeDevice,
   kMaskDataDir,
   kBindWorkDir,
+  kMountDisk,
   kBindEtcFile,
   kPivotRoot,
   kDetachOldRoot,
@@ -48,9 +49,10 @@ enum Step : int32_t {
   kNoNewPrivs,
   kSeccomp,
   kExec,
-  // Not a failure: the child has made its user namespace and waits for the
-  // parent to write its id maps, then to send one byte.
-  kIdMapWanted,
+  // Not a failure: the child has set up its container (and made its user
+  // namespace, if it has one) and waits for the parent to write its id maps
+  // and take hold of its disk, then to send one byte.
+  kPaused,
 };
 
 struct ChildReport {

@@ -158,8 +158,8 @@ void PlanWorkDir(const RunRequest& req, ChildPlan* p) {
     throw DriverError("job dir " + req.job_dir + " is missing: " + ErrnoText(errno));
   }
   // On the host, a namespaced job's ids are its range's.
-  const uid_t owner = p->userns ? p->id_range.start + p->uid : p->uid;
-  const gid_t group = p->userns ? p->id_range.start + p->gid : p->gid;
+  const uid_t owner = p->HostUid();
+  const gid_t group = p->HostGid();
   if ((p->userns || p->uid != 0) && (st.st_uid != owner || st.st_gid != group) &&
       chown(p->work_source.c_str(), owner, group) != 0) {
     throw DriverError("cannot give job dir " + p->work_source + " to uid " +

@@ -47,6 +47,9 @@ struct ChildPlan {
   // and, on the host's tree, where sockets and other users' files live.
   std::vector<std::string> mask_targets;
   std::string work_source;  // the job dir on the host
+  // The job's disk (container_disk.h): its loop device, mounted as the work
+  // dir instead of binding work_source; "" when the job has no disk limit.
+  std::string disk_device;
   std::string work_target;  // where it is bound inside the new root
   std::string workdir;      // the job's cwd after pivot_root
   std::string hostname;
@@ -67,10 +70,14 @@ struct ChildPlan {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   // Unprivileged jobs: after entering its root the child makes a user
-  // namespace and waits (kIdMapWanted) for the parent to map ids_inside
+  // namespace and waits (kPaused) for the parent to map its ids
   // 0..id_range.count-1 onto id_range (container.cpp WriteIdMaps).
   bool userns = false;
   JobIdRange id_range;
+  // The job's user and group as the host sees them (its range's ids when
+  // it has a user namespace): who owns its work dir.
+  uid_t HostUid() const { return userns ? id_range.start + uid : uid; }
+  gid_t HostGid() const { return userns ? id_range.start + gid : gid; }
   uint64_t keep_caps = 0;
   int cap_last = CAP_LAST_CAP;
 

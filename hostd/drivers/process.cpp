@@ -62,6 +62,11 @@ class ProcessDriver : public Driver {
   std::string name() const override { return "process"; }
 
   std::unique_ptr<Execution> Start(const RunRequest& req) override {
+    if (req.spec.disk > 0) {
+      throw DriverError("disk " + std::to_string(req.spec.disk) +
+                        " MiB needs the container driver (this host runs jobs as plain processes, "
+                        "which share hostd's disk)");
+    }
     std::vector<std::string> env_store = JobEnvironment(req);
     std::vector<char*> envp, argv;
     for (auto& e : env_store) envp.push_back(e.data());

@@ -2,6 +2,7 @@
 // filesystem writes, environment, network, signals and start errors.
 // Needs root and cgroups (container_fixture.h says why tests fail, never skip).
 
+#include <fcntl.h>
 #include <pwd.h>
 
 #include "container_fixture.h"
@@ -185,6 +186,69 @@ TEST_F(ContainerSecurityTest, UnprivilegedJobsHoldOnlyIdsOfTheRangeWhateverTheyR
     }
     EXPECT_EQ(ReadFile(theirs), "");
   }
+}
+
+// A job's disk: its work dir is a filesystem of that size of its own. A job
+// writing past it gets ENOSPC, fails with "disk full", never had more of
+// the host's disk than its image (sparse, in the root-only attempt dir), and
+// the image is gone when it ends. Within it, the job owns its work dir.
+TEST_F(ContainerSecurityTest, AJobWritingPastItsDiskFailsAndTakesNoMoreOfTheHostsDisk) {
+  RunRequest req = Request({"sh", "-c",
+                            "dd if=/dev/zero of=big bs=1M count=40 2>/dev/null; echo dd=$?; "
+                            "sync -f .; df -k . | tail -1 | awk '{print ($3 > 12000)}'; "
+                            "exec sleep 30"});
+  req.spec.rootfs.clear();
+  req.spec.disk = 16;
+  auto exec = driver_->Start(req);
+  for (auto until = Clock::now() + std::chrono::seconds(20);
+       Lines(ReadFile(req.log_path)).size() < 2 && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // dd failed (ENOSPC), after filling its disk (over 12,000 KiB used).
+  EXPECT_EQ(ReadFile(req.log_path), "dd=1\n1\n");
+  struct stat image {};
+  {
+    // What the job wrote, on the host's disk (the loop device writes
+    // through the image's page cache).
+    int fd = open((req.attempt_dir + "/disk.img").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    fsync(fd);
+    ASSERT_EQ(fstat(fd, &image), 0);
+    close(fd);
+  }
+  // (the host's own extent blocks of the image aside)
+  EXPECT_LE(image.st_blocks * 512, (16LL << 20) + (256 << 10))
+      << "the host gave the job more than its disk";
+  struct stat st {};
+  EXPECT_NE(stat((req.job_dir + "/big").c_str(), &st), 0) << "written to the host's work dir";
+  exec->Signal(SIGKILL);
+  ExitStatus status = exec->Wait();
+  EXPECT_EQ(status.error, "disk full (limit 16 MiB)");
+  EXPECT_NE(stat((req.attempt_dir + "/disk.img").c_str(), &st), 0) << "the image outlived the job";
+
+  // Within its disk a job works as usual, in a work dir of its own user.
+  RunRequest fits = Request({"sh", "-c",
+                             "head -c 1048576 /dev/zero > f && id -u && stat -c %u . && "
+                             "df -k . | tail -1 | awk '{print ($2 > 4000 && $2 <= 8192)}'"});
+  fits.spec.disk = 8;
+  Result r = Run(fits);
+  EXPECT_EQ(r.status.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "65534\n65534\n1\n");
+  EXPECT_EQ(r.status.error, "");
+
+  // The same for a privileged job (no user namespace: host ids).
+  RunRequest privileged =
+      Request({"/bin/sh", "-c", "head -c 9000000 /dev/zero > f; rc=$?; stat -c %s f; exit $rc"});
+  privileged.spec.rootfs.clear();
+  privileged.spec.privileged = true;
+  privileged.spec.disk = 4;
+  Result p = Run(privileged);
+  auto lines = Lines(p.output);
+  ASSERT_EQ(lines.size(), 2u) << p.output;
+  EXPECT_NE(lines[0].find("No space left on device"), std::string::npos) << p.output;
+  EXPECT_LE(std::stoll(lines[1]), 4LL << 20);
+  EXPECT_EQ(p.status.exit_code, 1);
+  EXPECT_EQ(p.status.error, "disk full (limit 4 MiB)");
 }
 
 // Unprivileged jobs run under the default seccomp filter

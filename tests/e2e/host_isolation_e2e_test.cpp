@@ -206,6 +206,29 @@ TEST_F(HostIsolationTest, ARunAsNamingAHostAccountHoldsOnlyIdsOfTheRange) {
   EXPECT_NE(out.find("\n1\n"), std::string::npos) << out;
 }
 
+// A job's disk through the daemons: writing past it fails the job with
+// "disk full", the image is gone when the job ends; the CLI takes --disk and
+// refuses a bad one naming the rule.
+TEST_F(HostIsolationTest, AJobWritingPastItsDiskFailsSayingSo) {
+  std::string id = Submit("head -c 20000000 /dev/zero > big; echo rc=$?; exit 3", ", disk", ", 8");
+  ASSERT_TRUE(WaitFor([&] { return Job(id, "state") == "failed"; }, 30s))
+      << Job(id, "state") << " " << Job(id, "error");
+  EXPECT_EQ(Job(id, "error"), "disk full (limit 8 MiB)");
+  EXPECT_NE(Job(id, "output_tail").find("No space left on device"), std::string::npos)
+      << Job(id, "output_tail");
+  struct stat st {};
+  EXPECT_NE(stat((AttemptDir(id) + "/disk.img").c_str(), &st), 0);
+
+  auto bad = cluster_->Cli({"run", "--disk", "-5", "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("disk must be between 0 and 16777216"), std::string::npos) << bad.err;
+  auto fits = cluster_->Cli(
+      {"run", "--wait", "--disk", "4", "--", "sh", "-c",
+       "df -k . | tail -1 | awk '{print ($2 > 2000 && $2 <= 4096)}'"});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.out, "1\n");
+}
+
 // A Unix socket of the host's (mode 0777, in /run, where PostgreSQL's, the
 // container runtime's and the system bus's live) is out of reach of a job with
 // network none: a read-only mount does not stop connect(), so those

@@ -198,9 +198,12 @@ TEST(Settings, EveryValueIsCheckedWhenWrittenAndABadOneChangesNothing) {
            {"host_losses_per_minute_share", "1.5", "host_losses_per_minute_share must be between 0 and 1"},
            {"host_ttl_second", "10", "setting name must be one of host_loss_guard_min_hosts, "
                                      "host_loss_guard_share, host_losses_per_minute, "
-                                     "host_losses_per_minute_share, host_ttl_seconds, max_pids, "
+                                     "host_losses_per_minute_share, host_ttl_seconds, "
+                                     "max_disk_mib, max_log_mib, max_pids, "
                                      "max_replicas, max_stop_grace_seconds "
                                      "(got \"host_ttl_second\")"},
+           {"max_disk_mib", "0", "max_disk_mib must be between 1 and 16777216 (got 0)"},
+           {"max_log_mib", "1", "max_log_mib must be between 2 and 104857600 (got 1)"},
            {"max_pids", "100", "max_pids must be between 1024 and 4194304 (got 100)"},
            {"max_stop_grace_seconds", "5", "max_stop_grace_seconds must be between 10 and 86400"},
        }) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/integration/sql_client.h"
 
@@ -38,6 +39,59 @@ TEST(Limits, ASubmitterCannotAskForMoreProcessesOrALongerGraceThanTheOperatorAll
   EXPECT_EQ(alice.ErrorOf("insert into pgfleet.jobs (command, pids_max) values ('{true}', 100000)"),
             "");
   EXPECT_EQ(admin.Num("select count(*) from pgfleet.jobs"), 2);
+}
+
+// A job's disk (MiB of its own filesystem) and the output it keeps on its
+// host (log_max_files x log_max_file_mb) have ceilings too.
+TEST(Limits, DiskAndKeptOutputAreWithinTheOperatorsCeilings) {
+  TestDatabase db;
+  Sql admin(db);
+  Sql alice(db.DsnAs(db.CreateLogin("alice", {"pgfleet_submitter"})));
+  struct Case {
+    std::string sql, words;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"insert into pgfleet.jobs (command, disk) values ('{true}', 20000)",
+            "disk must be <= 10240 MiB (setting max_disk_mib; got 20000)"},
+           {"select pgfleet.submit(array['true'], disk => 10241)", "disk must be <= 10240 MiB"},
+           {"insert into pgfleet.jobs (command, disk) values ('{a}', 1), ('{b}', 99999)",
+            "disk must be <= 10240 MiB"},
+           {"insert into pgfleet.jobs (command, disk) values ('{true}', -1)",
+            "disk must be between 0 and 16777216"},
+           {"insert into pgfleet.jobs (command, disk) values ('{true}', 16777217)",
+            "disk must be between 0 and 16777216"},
+           {"insert into pgfleet.jobs (command, log_max_files, log_max_file_mb)"
+            " values ('{true}', 100, 1024)",
+            "log_max_files x log_max_file_mb must be <= 2048 MiB (setting max_log_mib; got 100 x "
+            "1024)"},
+           {"insert into pgfleet.jobs (command, log_max_file_mb) values ('{true}', 1000)",
+            "got 5 (the host's default) x 1000"},
+       }) {
+    std::string err = alice.ErrorOf(c.sql);
+    EXPECT_NE(err.find(c.words), std::string::npos) << c.sql << ": " << err;
+  }
+  EXPECT_EQ(admin.Num("select count(*) from pgfleet.jobs"), 0);
+  // Within, and after the operator raises one; a bad setting changes nothing.
+  EXPECT_EQ(alice.ErrorOf("select pgfleet.submit(array['true'], disk => 10240)"), "");
+  EXPECT_NE(admin.ErrorOf("insert into pgfleet.settings (name, value) values ('max_disk_mib', '0')")
+                .find("max_disk_mib must be between 1 and 16777216"),
+            std::string::npos);
+  admin.Exec("insert into pgfleet.settings (name, value) values ('max_disk_mib', '20000')");
+  EXPECT_EQ(alice.ErrorOf("insert into pgfleet.jobs (command, disk) values ('{true}', 20000)"), "");
+  EXPECT_EQ(alice.ErrorOf("insert into pgfleet.jobs (command, log_max_files, log_max_file_mb)"
+                          " values ('{true}', 100, 20)"),
+            "");
+  EXPECT_EQ(admin.Num("select count(*) from pgfleet.jobs"), 3);
+  EXPECT_EQ(admin.Num("select disk from pgfleet.visible_jobs order by id limit 1"), 10240);
+  // The disk goes to the host in the job's spec.
+  EXPECT_EQ(admin.Num("select (pgfleet.job_spec(j) ->> 'disk')::int from pgfleet.jobs j"
+                      " order by id limit 1"),
+            10240);
+  // Templates too.
+  std::string err = admin.ErrorOf(
+      "insert into pgfleet.formations (name, kind, replicas, command, disk)"
+      " values ('web', 'service', 1, '{sleep,9}', 30000)");
+  EXPECT_NE(err.find("disk must be <= 20000 MiB"), std::string::npos) << err;
 }
 
 TEST(Limits, AFormationTemplateOverACeilingIsRefusedWhenWritten) {

@@ -75,6 +75,10 @@ inline std::vector<SpecCase> SpecCases() {
       {"log_max_file_mb", R"({"command":["true"],"log_max_file_mb":1025})",
        "log_max_file_mb must be between 1 and 1024"},
       {"log limits", R"({"command":["true"],"log_max_files":100,"log_max_file_mb":1})", ""},
+      {"disk negative", R"({"command":["true"],"disk":-1})", "disk must be between 0 and 16777216"},
+      {"disk past 16 TiB", R"({"command":["true"],"disk":16777217})",
+       "disk must be between 0 and 16777216"},
+      {"disk", R"({"command":["true"],"disk":64})", ""},
       {"empty command", R"({"command":[]})", "command must"},
       {"empty program", R"({"command":[""]})", "command"},
   };
