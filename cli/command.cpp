@@ -88,6 +88,8 @@ void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::
       "network", po::value(&s.network),
       "host or none (default: host for members of pgfleet_privileged, else none)")(
       "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
+      "seccomp", po::value(&s.seccomp),
+      "default (the default seccomp filter) or unconfined (members of pgfleet_privileged only)")(
       "disk", po::value(&s.disk),
       "MiB of the job's writable work dir, a filesystem of its own (default 0: no limit)")(
       "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(

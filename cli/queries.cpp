@@ -19,7 +19,7 @@ constexpr db::Statement kSubmit{
     "                      idempotency_key => $9::text, rootfs => $10::text, run_as => $11::text,"
     "                      network => $12::text, pids_max => $13::integer,"
     "                      cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,"
-    "                      disk => $16::integer)"
+    "                      disk => $16::integer, seccomp => $17::text)"
     "       as id"};
 
 constexpr db::Statement kJobProgress{
@@ -127,9 +127,9 @@ constexpr db::Statement kCreateFormation{
     "cli_create_formation",
     "insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,"
     "                                constraints, priority, rootfs, run_as, network, pids_max,"
-    "                                cpu_hard_limit, stop_grace_seconds, disk)"
+    "                                cpu_hard_limit, stop_grace_seconds, disk, seccomp)"
     " values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,"
-    "         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16)"
+    "         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17)"
     // A deleted formation of that name (kept for its jobs' history) comes back.
     " on conflict (name) do update set"
     "   kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,"
@@ -138,6 +138,7 @@ constexpr db::Statement kCreateFormation{
     "   rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,"
     "   pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,"
     "   stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,"
+    "   seccomp = excluded.seccomp,"
     "   deleted_at = null, updated_at = now()"
     "   where pgfleet.formations.deleted_at is not null"
     " returning id"};
@@ -176,7 +177,7 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
-                   s.cpu_hard_limit, s.stop_grace_seconds, s.disk)["id"]
+                   s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp)["id"]
       .as<int64_t>();
 }
 
@@ -361,7 +362,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
       db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
-               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk);
+               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

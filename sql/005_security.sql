@@ -85,7 +85,9 @@ comment on function pgfleet.default_network() is
 -- The privileged job features, the same rules as hostd's
 -- (core/model/job_spec.cpp PrivilegeProblem): null when none is asked for,
 -- else {field, message}.
-create or replace function pgfleet.privilege_problem(p_run_as text, p_network text, p_rootfs text)
+drop function if exists pgfleet.privilege_problem(text, text, text);
+create or replace function pgfleet.privilege_problem(p_run_as text, p_network text, p_rootfs text,
+                                                     p_seccomp text)
 returns text[]
 language sql immutable as $$
   select case
@@ -97,14 +99,16 @@ language sql immutable as $$
            select 1 from unnest(string_to_array(p_run_as, ':')) i
             where i::numeric >= 65536) then
       array['run_as', format('user %s: ids of unprivileged jobs must be below 65536 (their user namespace has that many); only members of pgfleet_privileged may name host ids', p_run_as)]
+    when p_seccomp = 'unconfined' then
+      array['seccomp', 'seccomp unconfined runs the job without the default seccomp filter: only members of pgfleet_privileged may ask for it']
     when p_network = 'host' then
       array['network', 'network host shares the host''s network: only members of pgfleet_privileged may ask for it (others get network none)']
     when p_rootfs is not null and (p_rootfs !~ '^[A-Za-z0-9_-][A-Za-z0-9._-]*$') then
       array['rootfs', format('rootfs %s is a path: only members of pgfleet_privileged may give one; others name a root filesystem under hostd''s rootfs directory (A-Z a-z 0-9 . _ -, not starting with .)', p_rootfs)]
   end
 $$;
-comment on function pgfleet.privilege_problem(text, text, text) is
-  'Which privileged feature a job asks for (user root, network host, a rootfs path), as {field, message}; null when none.';
+comment on function pgfleet.privilege_problem(text, text, text, text) is
+  'Which privileged feature a job asks for (user root or host ids, seccomp unconfined, network host, a rootfs path), as {field, message}; null when none.';
 
 create or replace function pgfleet.require_role(p_group text, p_what text) returns void
 language plpgsql stable as $$

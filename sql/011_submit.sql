@@ -4,6 +4,7 @@
 -- defaults are defined once, by the columns of pgfleet.jobs (migrations/), and
 -- a null is never written over them.
 drop function if exists pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer);
+drop function if exists pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer);
 create or replace function pgfleet.submit(
   command text[],
   formation text default null,
@@ -20,7 +21,8 @@ create or replace function pgfleet.submit(
   pids_max integer default null,
   cpu_hard_limit boolean default null,
   stop_grace_seconds integer default null,
-  disk integer default null)
+  disk integer default null,
+  seccomp text default null)
 returns bigint
 language plpgsql as $$
 #variable_conflict use_variable
@@ -42,7 +44,8 @@ begin
            'constraints', constraints, 'priority', priority, 'max_attempts', max_attempts,
            'idempotency_key', idempotency_key, 'rootfs', rootfs, 'run_as', run_as,
            'network', network, 'pids_max', pids_max, 'cpu_hard_limit', cpu_hard_limit,
-           'stop_grace_seconds', stop_grace_seconds, 'disk', disk)) o
+           'stop_grace_seconds', stop_grace_seconds, 'disk', disk,
+           'seccomp', seccomp)) o
    where o.value <> 'null';
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
@@ -56,7 +59,7 @@ begin
   end if;
   return v_id;
 end $$;
-comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer) is
+comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text) is
   'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing.';
 
 create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer

@@ -160,7 +160,7 @@ begin
     -- Privileged features (user root, network host, a rootfs path) only in
     -- privileged jobs: hosts refuse them otherwise, so they are refused here.
     if not n.privileged then
-      v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs);
+      v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs, n.seccomp);
       if v_problem is not null then
         perform pgfleet.refuse_job_insert('privilege', n.id, v_problem[1], v_problem[2]);
       end if;
@@ -213,7 +213,7 @@ begin
     perform pgfleet.refuse_job_insert(v_bad.rule, v_bad.id, v_caller, v_bad.owner);
   end if;
   select j.id, p.problem into v_bad from new_jobs j
-   cross join lateral (select pgfleet.privilege_problem(j.run_as, j.network, j.rootfs) as problem) p
+   cross join lateral (select pgfleet.privilege_problem(j.run_as, j.network, j.rootfs, j.seccomp) as problem) p
    where not j.privileged and p.problem is not null
    limit 1;
   if found then

@@ -125,7 +125,7 @@ begin
     end if;
   end if;
   new.privileged := pgfleet.caller_privileged();
-  v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs);
+  v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs, new.seccomp);
   if v_problem is not null and not new.privileged then
     raise exception '%', v_problem[2]
       using errcode = 'insufficient_privilege', column = v_problem[1],
@@ -139,7 +139,8 @@ comment on function pgfleet.formations_check_template() is
 drop trigger if exists formations_check_template on pgfleet.formations;
 create trigger formations_check_template
   before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner,
-                             pids_max, stop_grace_seconds, disk, log_max_files, log_max_file_mb
+                             pids_max, stop_grace_seconds, disk, log_max_files, log_max_file_mb,
+                             seccomp
   on pgfleet.formations
   for each row execute function pgfleet.formations_check_template();
 

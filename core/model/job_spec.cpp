@@ -137,6 +137,7 @@ JobSpec ParseJobSpec(const json& j) {
                                               "log_max_files",
                                               "log_max_file_mb",
                                               "disk",
+                                              "seccomp",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -167,6 +168,7 @@ JobSpec ParseJobSpec(const json& j) {
   s.log_max_files = IntField(j, "log_max_files", 0);
   s.log_max_file_mb = IntField(j, "log_max_file_mb", 0);
   s.disk = IntField(j, "disk", 0);
+  s.seccomp = StringField(j, "seccomp", "default");
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
     if (auto it = j.find(name); it != j.end() && !it->is_null()) {
@@ -215,6 +217,10 @@ void Validate(const JobSpec& s) {
     throw SpecError("disk", "disk must be between 0 and " + std::to_string(kMaxDiskMib) +
                                 " (MiB; 0 = no limit)" + got(s.disk));
   }
+  if (s.seccomp != "default" && s.seccomp != "unconfined") {
+    throw SpecError("seccomp",
+                    "seccomp must be 'default' or 'unconfined' (got \"" + s.seccomp + "\")");
+  }
   auto bounded = [&](const char* field, int v, int lo, int hi) {
     if (v != 0 && (v < lo || v > hi)) {
       throw SpecError(field, std::string(field) + " must be between " + std::to_string(lo) +
@@ -243,6 +249,7 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"log_max_files", s.log_max_files},
               {"log_max_file_mb", s.log_max_file_mb},
               {"disk", s.disk},
+              {"seccomp", s.seccomp},
               {"privileged", s.privileged}};
 }
 
@@ -274,6 +281,11 @@ std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpe
       }
       start = end + 1;
     }
+  }
+  if (s.seccomp == "unconfined") {
+    return std::pair{std::string("seccomp"),
+                     std::string("seccomp unconfined runs the job without the default seccomp "
+                                 "filter: only members of pgfleet_privileged may ask for it")};
   }
   if (s.network == "host") {
     return std::pair{std::string("network"),

@@ -55,6 +55,9 @@ struct JobSpec {
   // MiB of the job's writable work dir, a filesystem of its own (container
   // driver); 0 = no limit. 0..kMaxDiskMib.
   int disk = 0;
+  // "default" (the container driver's seccomp filter) or "unconfined" (a
+  // privileged feature: PrivilegeProblem).
+  std::string seccomp = "default";
   bool cpu_hard_limit = false;  // also set a CFS quota of `cpu` millicores
   int stop_grace_seconds = kDefaultStopGraceSeconds;
   // Output kept: at most log_max_files files of log_max_file_mb MiB each

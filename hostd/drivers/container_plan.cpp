@@ -292,7 +292,9 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   p.hostname = std::to_string(req.job_id);
   PlanEtcFiles(req, &p);
   p.loopback_up = WantsNewNetwork(spec);
-  if (!spec.privileged) p.seccomp = &DefaultSeccompProgram();
+  // Every job but a privileged one that opted out (PrivilegeProblem keeps
+  // "unconfined" to privileged jobs).
+  if (spec.seccomp != "unconfined" || !spec.privileged) p.seccomp = &DefaultSeccompProgram();
 
   p.argv_store = spec.command;
   for (auto& a : p.argv_store) p.argv.push_back(a.data());

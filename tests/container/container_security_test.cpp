@@ -267,10 +267,23 @@ TEST_F(ContainerSecurityTest, UnprivilegedJobsRunUnderTheSeccompFilter) {
   EXPECT_EQ(r.status.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "Seccomp:\t2\nend\n");
 
+  // Privileged jobs too, unless they opt out (seccomp unconfined); an
+  // unprivileged job cannot (the database and hostd refuse it, and the
+  // driver applies the filter all the same).
   RunRequest privileged = Request({"/bin/sh", "-c", "grep Seccomp: /proc/self/status"});
   privileged.spec.rootfs.clear();
   privileged.spec.privileged = true;
-  EXPECT_EQ(Run(privileged).output, "Seccomp:\t0\n");
+  EXPECT_EQ(Run(privileged).output, "Seccomp:\t2\n");
+  RunRequest unconfined = Request({"/bin/sh", "-c", "grep Seccomp: /proc/self/status"});
+  unconfined.spec.rootfs.clear();
+  unconfined.spec.privileged = true;
+  unconfined.spec.seccomp = "unconfined";
+  EXPECT_EQ(Run(unconfined).output, "Seccomp:\t0\n");
+  unconfined.spec.privileged = false;
+  unconfined = Request(unconfined.spec.command);
+  unconfined.spec.rootfs.clear();
+  unconfined.spec.seccomp = "unconfined";
+  EXPECT_EQ(Run(unconfined).output, "Seccomp:\t2\n");
 }
 
 TEST_F(ContainerSecurityTest, EnvironmentIsTheSpecsPlusPathAndTheJobsIds) {

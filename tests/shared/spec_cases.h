@@ -79,6 +79,8 @@ inline std::vector<SpecCase> SpecCases() {
       {"disk past 16 TiB", R"({"command":["true"],"disk":16777217})",
        "disk must be between 0 and 16777216"},
       {"disk", R"({"command":["true"],"disk":64})", ""},
+      {"seccomp", R"({"command":["true"],"seccomp":"off"})",
+       "seccomp must be 'default' or 'unconfined'"},
       {"empty command", R"({"command":[]})", "command must"},
       {"empty program", R"({"command":[""]})", "command"},
   };

@@ -320,6 +320,9 @@ TEST(PrivilegeProblem, NamesRootHostNetworkAndRootfsPathsAndNothingElse) {
     EXPECT_NE(std::string::npos, p->second.find("below 65536")) << p->second;
   }
   s.user.clear();
+  s.seccomp = "unconfined";
+  EXPECT_EQ("seccomp", PrivilegeProblem(s)->first);
+  s.seccomp = "default";
   s.network = "host";
   EXPECT_EQ("network", PrivilegeProblem(s)->first);
   s.network = "none";
