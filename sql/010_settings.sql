@@ -152,55 +152,88 @@ $$;
 comment on function pgfleet.setting_number(text) is
   'A numeric setting in force: its row of pgfleet.settings, else the default of pgfleet.setting_rules().';
 
+-- The job ceilings an operator may also set per role (pgfleet.role_limits).
+create or replace function pgfleet.job_ceiling_names() returns text[]
+language sql immutable as $$
+  select array['max_disk_mib', 'max_log_mib', 'max_pids', 'max_stop_grace_seconds']
+$$;
+comment on function pgfleet.job_ceiling_names() is
+  'The settings that are ceilings on one job (checked at insert by pgfleet.limit_problem), which pgfleet.role_limits may set per role.';
+
+-- A job ceiling for jobs owned by p_role: its row of pgfleet.role_limits,
+-- else the cluster's setting. {value, where it comes from}.
+-- (PL/pgSQL: this file is applied before the migration that made
+-- role_limits in the migration tests' older databases.)
+create or replace function pgfleet.ceiling_for(p_role text, p_name text, out value numeric,
+                                               out source text)
+language plpgsql stable as $$
+declare
+  v_role_value text;
+begin
+  select r.value into v_role_value from pgfleet.role_limits r
+   where r.role = p_role and r.name = p_name;
+  if v_role_value is null then
+    value := pgfleet.setting_number(p_name);
+    source := format('setting %s', p_name);
+  else
+    value := v_role_value::numeric;
+    source := format('%s for role %s in pgfleet.role_limits', p_name, p_role);
+  end if;
+end $$;
+comment on function pgfleet.ceiling_for(text, text) is
+  'A job ceiling (pgfleet.job_ceiling_names()) for jobs owned by a role: its pgfleet.role_limits row, else the setting in force; with where it comes from, for messages.';
+
 -- The operator's ceilings on what a job may take of its host (settings
--- max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib), as {field,
--- message}; null when within. Values up to the columns' defaults never read
--- the settings (whose ranges start there): the common insert pays nothing.
+-- max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib, or the
+-- owner's rows of pgfleet.role_limits), as {field, message}; null when
+-- within. Values up to the columns' defaults never read the ceilings (whose
+-- ranges start there): the common insert pays nothing.
 drop function if exists pgfleet.limit_problem(integer, integer);
-create or replace function pgfleet.limit_problem(p_pids_max integer, p_stop_grace_seconds integer,
-                                                 p_disk integer, p_log_max_files integer,
-                                                 p_log_max_file_mb integer)
+drop function if exists pgfleet.limit_problem(integer, integer, integer, integer, integer);
+create or replace function pgfleet.limit_problem(p_owner text, p_pids_max integer,
+                                                 p_stop_grace_seconds integer, p_disk integer,
+                                                 p_log_max_files integer, p_log_max_file_mb integer)
 returns text[]
 language plpgsql stable as $$
 declare
-  v_max numeric;
+  c record;
 begin
   if p_pids_max > 1024 then
-    v_max := pgfleet.setting_number('max_pids');
-    if p_pids_max > v_max then
-      return array['pids_max', format('pids_max must be <= %s (setting max_pids; got %s)', v_max, p_pids_max)];
+    select * into c from pgfleet.ceiling_for(p_owner, 'max_pids');
+    if p_pids_max > c.value then
+      return array['pids_max', format('pids_max must be <= %s (%s; got %s)', c.value, c.source, p_pids_max)];
     end if;
   end if;
   if p_stop_grace_seconds > 10 then
-    v_max := pgfleet.setting_number('max_stop_grace_seconds');
-    if p_stop_grace_seconds > v_max then
+    select * into c from pgfleet.ceiling_for(p_owner, 'max_stop_grace_seconds');
+    if p_stop_grace_seconds > c.value then
       return array['stop_grace_seconds',
-                   format('stop_grace_seconds must be <= %s (setting max_stop_grace_seconds; got %s)',
-                          v_max, p_stop_grace_seconds)];
+                   format('stop_grace_seconds must be <= %s (%s; got %s)', c.value, c.source,
+                          p_stop_grace_seconds)];
     end if;
   end if;
   if p_disk > 0 then
-    v_max := pgfleet.setting_number('max_disk_mib');
-    if p_disk > v_max then
-      return array['disk', format('disk must be <= %s MiB (setting max_disk_mib; got %s)', v_max, p_disk)];
+    select * into c from pgfleet.ceiling_for(p_owner, 'max_disk_mib');
+    if p_disk > c.value then
+      return array['disk', format('disk must be <= %s MiB (%s; got %s)', c.value, c.source, p_disk)];
     end if;
   end if;
   -- A cap left out is the host's (--log-max-files 5, --log-max-file-mb 20
   -- by default); the product of the two given, or of one given and the
-  -- other's largest, is what the job may keep.
+  -- other's default, is what the job may keep.
   if p_log_max_files is not null or p_log_max_file_mb is not null then
-    v_max := pgfleet.setting_number('max_log_mib');
-    if coalesce(p_log_max_files, 5)::numeric * coalesce(p_log_max_file_mb, 20) > v_max then
+    select * into c from pgfleet.ceiling_for(p_owner, 'max_log_mib');
+    if coalesce(p_log_max_files, 5)::numeric * coalesce(p_log_max_file_mb, 20) > c.value then
       return array[case when p_log_max_file_mb is null then 'log_max_files' else 'log_max_file_mb' end,
-                   format('log_max_files x log_max_file_mb must be <= %s MiB (setting max_log_mib; got %s x %s)',
-                          v_max, coalesce(p_log_max_files::text, '5 (the host''s default)'),
+                   format('log_max_files x log_max_file_mb must be <= %s MiB (%s; got %s x %s)',
+                          c.value, c.source, coalesce(p_log_max_files::text, '5 (the host''s default)'),
                           coalesce(p_log_max_file_mb::text, '20 (the host''s default)'))];
     end if;
   end if;
   return null;
 end $$;
-comment on function pgfleet.limit_problem(integer, integer, integer, integer, integer) is
-  'Which operator ceiling (settings max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib) a job''s pids_max, stop_grace_seconds, disk or output caps are over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
+comment on function pgfleet.limit_problem(text, integer, integer, integer, integer, integer) is
+  'Which operator ceiling (settings max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib, or the owner''s pgfleet.role_limits) a job''s pids_max, stop_grace_seconds, disk or output caps are over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
 
 -- The default TTL is defined here only (migration 0001 also wrote it into
 -- pgfleet.settings, where operators change it).

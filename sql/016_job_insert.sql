@@ -179,7 +179,7 @@ begin
     end if;
     if n.pids_max > 1024 or n.stop_grace_seconds > 10 or n.disk > 0
        or n.log_max_files is not null or n.log_max_file_mb is not null then
-      v_problem := pgfleet.limit_problem(n.pids_max, n.stop_grace_seconds, n.disk,
+      v_problem := pgfleet.limit_problem(n.owner, n.pids_max, n.stop_grace_seconds, n.disk,
                                          n.log_max_files, n.log_max_file_mb);
       if v_problem is not null and not pgfleet.has_role(v_caller, 'pgfleet_scheduler') then
         perform pgfleet.refuse_job_insert('spec', n.id, v_problem[1], v_problem[2]);
@@ -236,7 +236,7 @@ begin
   -- (Replicas a scheduler inserts were checked as their formation's template.)
   if not pgfleet.has_role(v_caller, 'pgfleet_scheduler') then
     select j.id, p.problem into v_bad from new_jobs j
-     cross join lateral (select pgfleet.limit_problem(j.pids_max, j.stop_grace_seconds, j.disk,
+     cross join lateral (select pgfleet.limit_problem(j.owner, j.pids_max, j.stop_grace_seconds, j.disk,
                                                       j.log_max_files, j.log_max_file_mb) as problem) p
      where (j.pids_max > 1024 or j.stop_grace_seconds > 10 or j.disk > 0
             or j.log_max_files is not null or j.log_max_file_mb is not null)

@@ -106,7 +106,7 @@ declare
 begin
   v_problem := coalesce(pgfleet.spec_problem(coalesce(new.command, array['x']), new.env,
                                              new.constraints, new.rootfs, new.run_as),
-                        pgfleet.limit_problem(new.pids_max, new.stop_grace_seconds, new.disk,
+                        pgfleet.limit_problem(new.owner, new.pids_max, new.stop_grace_seconds, new.disk,
                                               new.log_max_files, new.log_max_file_mb));
   if v_problem is not null then
     raise exception '%', v_problem[2]
@@ -195,6 +195,37 @@ begin
 end $$;
 comment on function pgfleet.settings_check() is
   'Refuses a row of pgfleet.settings whose name is not a known setting or whose value breaks its rule (pgfleet.setting_rules), naming it.';
+
+-- pgfleet.role_limits: a role that exists, a job ceiling, a value its
+-- setting's rule allows.
+create or replace function pgfleet.role_limits_check() returns trigger
+language plpgsql as $$
+declare
+  v_problem text;
+begin
+  if not exists (select 1 from pg_roles r where r.rolname = new.role) then
+    raise exception 'role % does not exist', new.role
+      using errcode = 'check_violation', column = 'role';
+  end if;
+  if not new.name = any(pgfleet.job_ceiling_names()) then
+    raise exception 'name must be one of % (got "%")',
+                    array_to_string(pgfleet.job_ceiling_names(), ', '), left(new.name, 100)
+      using errcode = 'check_violation', column = 'name';
+  end if;
+  v_problem := pgfleet.setting_problem(new.name, new.value);
+  if v_problem is not null then
+    raise exception '%', v_problem using errcode = 'check_violation', column = 'value';
+  end if;
+  new.value := btrim(new.value);
+  return new;
+end $$;
+comment on function pgfleet.role_limits_check() is
+  'Refuses a row of pgfleet.role_limits for a role that does not exist, a name that is not a job ceiling (pgfleet.job_ceiling_names) or a value its setting''s rule forbids, naming it.';
+
+drop trigger if exists role_limits_check on pgfleet.role_limits;
+create trigger role_limits_check
+  before insert or update on pgfleet.role_limits
+  for each row execute function pgfleet.role_limits_check();
 
 drop trigger if exists settings_check on pgfleet.settings;
 create trigger settings_check

@@ -119,6 +119,7 @@ grant select on all tables in schema pgfleet to pgfleet_operator;
 revoke select on pgfleet.host_keys from pgfleet_operator;
 grant insert, update, delete on pgfleet.formations, pgfleet.host_logins to pgfleet_operator;
 grant insert, update on pgfleet.settings to pgfleet_operator;
+grant insert, update, delete on pgfleet.role_limits to pgfleet_operator;
 
 -- Readers: everything but job env, which visible_jobs shows masked.
 grant select on pgfleet.formations, pgfleet.job_events, pgfleet.host_heartbeats,

@@ -94,6 +94,64 @@ TEST(Limits, DiskAndKeptOutputAreWithinTheOperatorsCeilings) {
   EXPECT_NE(err.find("disk must be <= 20000 MiB"), std::string::npos) << err;
 }
 
+// An operator's ceilings per role (pgfleet.role_limits) stand in for the
+// cluster's for that role's jobs, lower or higher; only operators write
+// them, and a row is checked like the setting it stands for.
+TEST(Limits, ARolesOwnCeilingsStandInForTheClustersForItsJobs) {
+  TestDatabase db;
+  Sql admin(db);
+  Sql oscar(db.DsnAs(db.CreateLogin("oscar", {"pgfleet_operator"})));
+  const std::string a = db.CreateLogin("alice", {"pgfleet_submitter"});
+  const std::string b = db.CreateLogin("bob", {"pgfleet_submitter"});
+  Sql alice(db.DsnAs(a));
+  Sql bob(db.DsnAs(b));
+  oscar.Exec("insert into pgfleet.role_limits (role, name, value) values"
+             " ($1, 'max_pids', '2048'), ($2, 'max_disk_mib', '20000')",
+             a, b);
+  std::string err =
+      alice.ErrorOf("insert into pgfleet.jobs (command, pids_max) values ('{true}', 3000)");
+  EXPECT_NE(err.find("pids_max must be <= 2048 (max_pids for role " + a +
+                     " in pgfleet.role_limits; got 3000)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(bob.ErrorOf("insert into pgfleet.jobs (command, pids_max) values ('{true}', 3000)"),
+            "");
+  EXPECT_EQ(bob.ErrorOf("insert into pgfleet.jobs (command, disk) values ('{true}', 15000)"), "");
+  err = alice.ErrorOf("insert into pgfleet.jobs (command, disk) values ('{true}', 15000)");
+  EXPECT_NE(err.find("disk must be <= 10240 MiB (setting max_disk_mib; got 15000)"),
+            std::string::npos)
+      << err;
+  // Templates are checked against their owner's.
+  err = admin.ErrorOf(
+      "insert into pgfleet.formations (name, kind, replicas, command, owner, pids_max)"
+      " values ('a', 'service', 0, '{sleep,9}', $1, 3000)",
+      a);
+  EXPECT_NE(err.find("max_pids for role " + a), std::string::npos) << err;
+
+  // Hostile rows change nothing and name the rule; submitters may not write them.
+  for (auto [sql, words] : std::vector<std::pair<std::string, std::string>>{
+           {"insert into pgfleet.role_limits values ('nobody_here', 'max_pids', '2048')",
+            "role nobody_here does not exist"},
+           {"insert into pgfleet.role_limits values ('" + a + "', 'host_ttl_seconds', '5')",
+            "name must be one of max_disk_mib, max_log_mib, max_pids, max_stop_grace_seconds"},
+           {"insert into pgfleet.role_limits values ('" + b + "', 'max_pids', '10')",
+            "max_pids must be between 1024 and 4194304 (got 10)"},
+           {"insert into pgfleet.role_limits values ('" + b + "', 'max_pids', 'lots')",
+            "max_pids must be an integer"},
+           {"update pgfleet.role_limits set value = '-1' where role = '" + a + "'",
+            "max_pids must be between 1024"},
+       }) {
+    std::string e = oscar.ErrorOf(sql);
+    EXPECT_NE(e.find(words), std::string::npos) << sql << ": " << e;
+  }
+  EXPECT_NE(alice.ErrorOf("insert into pgfleet.role_limits values ('" + a + "', 'max_pids', '9999')")
+                .find("permission denied"),
+            std::string::npos);
+  EXPECT_EQ(admin.Str("select string_agg(role || ':' || name || '=' || value, ' ' order by role)"
+                      " from pgfleet.role_limits"),
+            a + ":max_pids=2048 " + b + ":max_disk_mib=20000");
+}
+
 TEST(Limits, AFormationTemplateOverACeilingIsRefusedWhenWritten) {
   TestDatabase db;
   Sql admin(db);
