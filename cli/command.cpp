@@ -1,8 +1,11 @@
 #include "cli/command.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/output.h"
 #include "cli/queries.h"
 #include "core/db/connection.h"
 #include "core/net/http.h"
@@ -25,8 +28,12 @@ bool Command::Parse(const std::vector<std::string>& args) {
                         "cluster token for the hosts' APIs (else $PGFLEET_TOKEN_FILE); "
                         "without one, a ticket from the database");
   }
+  bool raw = false;
   if (output_ == kListing) {
-    opts_.add_options()("json", po::bool_switch(&json_), "print JSON instead of a table");
+    opts_.add_options()("json", po::bool_switch(&json_), "print JSON instead of a table")(
+        "raw", po::bool_switch(&raw),
+        "print values as stored, control characters included (to a pipe or file only; on a "
+        "terminal they are shown as \\xNN)");
   }
   opts_.add_options()("help,h", "show this help");
   try {
@@ -38,6 +45,16 @@ bool Command::Parse(const std::vector<std::string>& args) {
     po::notify(vm_);
   } catch (const po::error& e) {
     throw UsageError(e.what());
+  }
+  if (raw) {
+    // A value a job or a submitter wrote must never reach a terminal as
+    // control characters (they move the cursor, retitle the window).
+    if (isatty(STDOUT_FILENO)) {
+      throw UsageError(
+          "--raw writes control characters as they are: only to a pipe or a file, not to a "
+          "terminal");
+    }
+    SetRawOutput(true);
   }
   if (!Given("help")) return true;
   std::cout << opts_ << "\n";

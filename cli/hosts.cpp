@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/queries.h"
+#include "core/model/job_spec.h"
 #include "core/util/text.h"
 
 namespace pgfleet::cli {
@@ -84,9 +85,44 @@ int CmdDrain(const std::vector<std::string>& args) {
 
 int CmdHost(const std::vector<std::string>& args) {
   std::vector<std::string> pos;
-  Command cmd("pgfleet host offline|online|remove HOST", kText);
+  int cpu = 0, memory = 0;
+  std::vector<std::string> labels;
+  Command cmd("pgfleet host offline|online|remove|admit HOST", kText);
   cmd.Positional("args", &pos);
+  cmd.Options()("cpu", po::value(&cpu), "admit: most millicores it may offer (default: what it declares)")(
+      "memory", po::value(&memory), "admit: most MiB it may offer (default: what it declares)")(
+      "label", po::value(&labels)->composing(),
+      "admit: a label KEY=VALUE it may claim (repeatable; default: those it declares)");
   if (!cmd.Parse(args)) return kExitOk;
+  if (pos.size() == 2 && pos[0] == "admit") {
+    std::optional<std::string> allowed;
+    if (!labels.empty()) {
+      nlohmann::json l = nlohmann::json::object();
+      try {
+        for (const auto& kv : labels) {
+          auto [key, value] = model::ParseKeyValue("--label", kv);
+          l[key] = value;
+        }
+      } catch (const model::SpecError& e) {
+        throw UsageError(e.what());
+      }
+      allowed = l.dump();
+    }
+    auto given = [](int v, const char* flag) -> std::optional<int> {
+      if (v < 0) throw UsageError(std::string(flag) + " must be > 0 (got " + std::to_string(v) + ")");
+      return v == 0 ? std::nullopt : std::optional<int>(v);
+    };
+    std::optional<int> c = given(cpu, "--cpu"), m = given(memory, "--memory");
+    auto conn = cmd.Connect();
+    pqxx::work tx(*conn);
+    AdmitHost(tx, pos[1], c, m, allowed);
+    tx.commit();
+    std::cout << pos[1] << " admitted\n";
+    return kExitOk;
+  }
+  if (cpu != 0 || memory != 0 || !labels.empty()) {
+    throw UsageError("--cpu, --memory and --label belong to: host admit HOST");
+  }
   if (pos.size() == 2 && pos[0] == "remove") {
     auto conn = cmd.Connect();
     pqxx::work tx(*conn);
@@ -97,7 +133,8 @@ int CmdHost(const std::vector<std::string>& args) {
   }
   std::optional<std::string> state = pos.size() == 2 ? HostStateFor(pos[0]) : std::nullopt;
   if (!state) {
-    throw UsageError("expected: host offline HOST | host online HOST | host remove HOST");
+    throw UsageError(
+        "expected: host offline HOST | host online HOST | host remove HOST | host admit HOST");
   }
   const std::string& host = pos[1];
   auto conn = cmd.Connect();

@@ -35,7 +35,14 @@ void PrintTable(const std::vector<std::string>& header,
   for (const auto& r : shown) line(r);
 }
 
+namespace {
+bool g_raw = false;  // set once, by the command's Parse, before any output
+}  // namespace
+
+void SetRawOutput(bool raw) { g_raw = raw; }
+
 std::string Printable(const std::string& s, bool keep_lines) {
+  if (g_raw) return s;
   std::string out;
   out.reserve(s.size());
   auto hex = [&](unsigned char c) {

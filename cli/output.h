@@ -21,6 +21,8 @@ void PrintJson(const nlohmann::json& j);
 // job or a submitter wrote (a command, an error, output) cannot move the
 // operator's cursor, retitle the window or rewrite the screen. Tables and
 // job documents print through it; `pgfleet logs` keeps the job's bytes.
+// With raw output on (--raw, to a pipe or file only), s unchanged.
 std::string Printable(const std::string& s, bool keep_lines = false);
+void SetRawOutput(bool raw);
 
 }  // namespace pgfleet::cli

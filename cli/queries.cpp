@@ -97,7 +97,10 @@ constexpr db::Statement kListHosts{
     "select h.id,"
     "       case when h.state = 'up' and not h.alive then 'up (heartbeat late)' else h.state end"
     "         || case when coalesce(h.suspended, false) then ' (suspended)' else '' end"
-    "         || coalesce(' (' || split_part(h.condition, ':', 1) || ')', '') as shown_state,"
+    "         || coalesce(' (' || split_part(h.condition, ':', 1) || ')', '')"
+    "         || case when h.admitted then '' else ' (not admitted)' end"
+    "         || coalesce(' (declares ' || h.beyond_allowance || ' beyond its allowance)', '')"
+    "         as shown_state,"
     "       coalesce(h.condition, '') as condition,"
     "       coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,"
     "       h.cpu_free || '/' || h.cpu || 'm' as cpu,"
@@ -146,6 +149,9 @@ constexpr db::Statement kCreateFormation{
 constexpr db::Statement kDeleteFormation{"cli_delete_formation",
                                          "select pgfleet.delete_formation($1) as result"};
 constexpr db::Statement kRemoveHost{"cli_remove_host", "select pgfleet.remove_host($1)"};
+constexpr db::Statement kAdmitHost{
+    "cli_admit_host",
+    "select pgfleet.admit_host($1, $2::integer, $3::integer, $4::jsonb)"};
 
 // --- helpers ---
 
@@ -168,7 +174,7 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel, &kForceStop,
                         &kListEvents,      &kListHosts,         &kDrain,     &kSetHostState,
                         &kClusterSummary,  &kFormationStatuses, &kScale,     &kCreateFormation,
-                        &kDeleteFormation, &kRemoveHost});
+                        &kDeleteFormation, &kRemoveHost,        &kAdmitHost});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -373,6 +379,11 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
 
 std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name) {
   return db::Exec1(tx, kDeleteFormation, name)["result"].as<std::string>();
+}
+
+void AdmitHost(pqxx::transaction_base& tx, const std::string& host, std::optional<int> cpu,
+               std::optional<int> memory, const std::optional<std::string>& labels_json) {
+  db::Exec(tx, kAdmitHost, host, cpu, memory, labels_json);
 }
 
 void RemoveHost(pqxx::transaction_base& tx, const std::string& host) {

@@ -188,5 +188,9 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f);
 std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name);
 // pgfleet.remove_host.
 void RemoveHost(pqxx::transaction_base& tx, const std::string& host);
+// pgfleet.admit_host: the host may get jobs, offering at most cpu, memory
+// and labels (each null: what it declares now).
+void AdmitHost(pqxx::transaction_base& tx, const std::string& host, std::optional<int> cpu,
+               std::optional<int> memory, const std::optional<std::string>& labels_json);
 
 }  // namespace pgfleet::cli

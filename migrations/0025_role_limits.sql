@@ -11,3 +11,6 @@ create table pgfleet.role_limits (
 );
 comment on table pgfleet.role_limits is
   'Per-role job ceilings: for jobs owned by role, setting name (max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib) is value instead of pgfleet.settings''. Written by operators.';
+comment on column pgfleet.role_limits.role is 'The role whose jobs (and formation templates) the ceiling applies to; it must exist.';
+comment on column pgfleet.role_limits.name is 'A job ceiling: max_pids, max_stop_grace_seconds, max_disk_mib or max_log_mib (pgfleet.job_ceiling_names()).';
+comment on column pgfleet.role_limits.value is 'Its value for that role, checked by the setting''s own rule (pgfleet.setting_rules()).';

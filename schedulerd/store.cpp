@@ -74,7 +74,8 @@ constexpr db::Statement kLoadHostSnapshot{
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.config_version,"
     "       h.suspensions, coalesce(hb.condition, '') as condition"
     "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
-    " where h.state = 'up' and (h.suspended_until is null or h.suspended_until <= now())"
+    " where h.state = 'up' and h.admitted"
+    "   and (h.suspended_until is null or h.suspended_until <= now())"
     // host_ttl() once (an init plan), not once per host row: 15 ms a call at
     // 1,000 hosts against 1 ms (docs/benchmarks.md)
     "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
@@ -84,7 +85,7 @@ constexpr db::Statement kLoadHostSnapshot{
 constexpr db::Statement kLockHosts{
     "schedulerd_lock_hosts",
     "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated from pgfleet.hosts h"
-    " where h.id = any($1::text[]) and h.state = 'up'"
+    " where h.id = any($1::text[]) and h.state = 'up' and h.admitted"
     "   and (h.suspended_until is null or h.suspended_until <= now())"
     " order by h.id"
     "   for update of h skip locked"};

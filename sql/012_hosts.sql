@@ -6,21 +6,52 @@ create or replace function pgfleet.register_host(p_id text, p_api_url text, p_cp
 returns bigint
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
+  v_caller text := pgfleet.caller();
   v_generation bigint;
   v_old pgfleet.hosts;
+  v_known boolean;
+  v_labels jsonb := coalesce(p_labels, '{}');
+  v_cpu integer;
+  v_memory integer;
+  v_offered jsonb;
+  v_admitter text;
 begin
   perform pgfleet.require_host(p_id);
   select * into v_old from pgfleet.hosts where id = p_id;
-  if found and (v_old.cpu_allocated > p_cpu or v_old.memory_allocated > p_memory) then
+  v_known := found;
+  -- What the host offers: what it declares, within what its admission
+  -- allowed (nothing more, whatever hostd says).
+  v_cpu := least(p_cpu, coalesce(v_old.allowed_cpu, p_cpu));
+  v_memory := least(p_memory, coalesce(v_old.allowed_memory, p_memory));
+  v_offered := pgfleet.allowed_labels(v_labels, v_old.allowed_labels);
+  if v_known and (v_old.cpu_allocated > v_cpu or v_old.memory_allocated > v_memory) then
     raise exception 'host % cannot register with cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
-      p_id, p_cpu, p_memory, v_old.cpu_allocated, v_old.memory_allocated
+      p_id, v_cpu, v_memory, v_old.cpu_allocated, v_old.memory_allocated
       using errcode = 'check_violation';
   end if;
-  insert into pgfleet.hosts as h (id, api_url, cpu, memory, labels, driver, driver_note)
-  values (p_id, p_api_url, p_cpu, p_memory, coalesce(p_labels, '{}'), p_driver, p_driver_note)
+  -- Admitted at once: an admin's host, or one of a login an operator
+  -- marked auto_admit. Any other waits for pgfleet.admit_host.
+  v_admitter := case
+    when pgfleet.is_admin(v_caller) then format('admin %s', v_caller)
+    when exists (select 1 from pgfleet.host_logins l
+                  where l.login = v_caller and l.host_id = p_id and l.auto_admit)
+      then format('login %s (auto_admit)', v_caller)
+  end;
+  insert into pgfleet.hosts as h (id, api_url, cpu, memory, labels, driver, driver_note,
+                                  admitted, admitted_at, admitted_by,
+                                  declared_cpu, declared_memory, declared_labels)
+  values (p_id, p_api_url, v_cpu, v_memory, v_offered, p_driver, p_driver_note,
+          v_admitter is not null, case when v_admitter is not null then now() end, v_admitter,
+          p_cpu, p_memory, v_labels)
   on conflict (id) do update
     set api_url = excluded.api_url, cpu = excluded.cpu, memory = excluded.memory,
         labels = excluded.labels, driver = excluded.driver, driver_note = excluded.driver_note,
+        declared_cpu = excluded.declared_cpu, declared_memory = excluded.declared_memory,
+        declared_labels = excluded.declared_labels,
+        -- Registering never takes an admission back; it may give one.
+        admitted = h.admitted or excluded.admitted,
+        admitted_at = case when h.admitted then h.admitted_at else excluded.admitted_at end,
+        admitted_by = case when h.admitted then h.admitted_by else excluded.admitted_by end,
         generation = h.generation + 1,
         state = case when h.state = 'lost' then 'up' else h.state end,
         suspended_until = null, suspensions = 0, registered_at = now()
@@ -34,7 +65,70 @@ begin
   return v_generation;
 end $$;
 comment on function pgfleet.register_host(text, text, integer, integer, jsonb, text, text) is
-  'Registers (or re-registers) a host; returns its new generation. A lost host comes back up.';
+  'Registers (or re-registers) a host; returns its new generation. A lost host comes back up. What it offers is what it declares within its admission''s allowances; a new host is admitted at once only for an admin or an auto_admit login (pgfleet.admit_host otherwise).';
+
+-- The labels a host offers: those it declares that its allowance holds
+-- (key and value alike), or all of them when it has none.
+create or replace function pgfleet.allowed_labels(p_declared jsonb, p_allowed jsonb) returns jsonb
+language sql immutable as $$
+  select case when p_allowed is null then coalesce(p_declared, '{}')
+              else coalesce((select jsonb_object_agg(d.key, d.value)
+                               from jsonb_each(coalesce(p_declared, '{}')) d
+                              where p_allowed -> d.key = d.value), '{}') end
+$$;
+comment on function pgfleet.allowed_labels(jsonb, jsonb) is
+  'The labels a host offers: the declared ones its allowance (allowed_labels) holds with the same value; all declared when it has no allowance.';
+
+-- An operator admits a host: it may get jobs from now on, offering at most
+-- p_cpu, p_memory and the labels of p_labels (each defaulting to what it
+-- declares now). Also changes the allowances of an admitted host.
+create or replace function pgfleet.admit_host(p_host text, p_cpu integer default null,
+                                              p_memory integer default null,
+                                              p_labels jsonb default null)
+returns void
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
+declare
+  h pgfleet.hosts;
+  v_cpu integer;
+  v_memory integer;
+  v_labels pgfleet.host_labels;
+begin
+  perform pgfleet.require_role('pgfleet_operator', 'admitting a host');
+  if p_cpu is not null and p_cpu <= 0 then
+    raise exception 'cpu must be > 0 (got %)', p_cpu using errcode = 'check_violation', column = 'cpu';
+  end if;
+  if p_memory is not null and p_memory <= 0 then
+    raise exception 'memory must be > 0 (got %)', p_memory
+      using errcode = 'check_violation', column = 'memory';
+  end if;
+  v_labels := p_labels;  -- the host_labels domain names a bad one
+  select * into h from pgfleet.hosts where id = p_host for update;
+  if not found then
+    raise exception 'host % does not exist (its hostd registers it first)', p_host
+      using errcode = 'no_data_found';
+  end if;
+  h.allowed_cpu := coalesce(p_cpu, h.declared_cpu, h.cpu);
+  h.allowed_memory := coalesce(p_memory, h.declared_memory, h.memory);
+  h.allowed_labels := coalesce(v_labels, h.declared_labels, h.labels);
+  v_cpu := least(coalesce(h.declared_cpu, h.cpu), h.allowed_cpu);
+  v_memory := least(coalesce(h.declared_memory, h.memory), h.allowed_memory);
+  if h.cpu_allocated > v_cpu or h.memory_allocated > v_memory then
+    raise exception 'host % cannot be given cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
+      p_host, v_cpu, v_memory, h.cpu_allocated, h.memory_allocated
+      using errcode = 'check_violation';
+  end if;
+  update pgfleet.hosts
+     set admitted = true, admitted_at = coalesce(admitted_at, now()),
+         admitted_by = pgfleet.caller(),
+         allowed_cpu = h.allowed_cpu, allowed_memory = h.allowed_memory,
+         allowed_labels = h.allowed_labels,
+         cpu = v_cpu, memory = v_memory,
+         labels = pgfleet.allowed_labels(coalesce(h.declared_labels, h.labels), h.allowed_labels)
+   where id = p_host;
+  perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());
+end $$;
+comment on function pgfleet.admit_host(text, integer, integer, jsonb) is
+  'Operator control: the host may get jobs, offering at most p_cpu millicores, p_memory MiB and the labels of p_labels (each defaulting to what it declares now); on an admitted host, changes those allowances.';
 
 -- heartbeat and host_jobs are PL/pgSQL, which keeps their plans for the
 -- session: as SQL functions of two statements (never inlined) they were parsed

@@ -69,7 +69,7 @@ begin
            memory_allocated = h.memory_allocated + n.memory
       from need n
      where h.id = n.host_id and h.id in (select id from host_locks) and h.state = 'up'
-       and (h.suspended_until is null or h.suspended_until <= now())
+       and h.admitted and (h.suspended_until is null or h.suspended_until <= now())
        and h.cpu_allocated + n.cpu <= h.cpu
        and h.memory_allocated + n.memory <= h.memory
     returning h.id

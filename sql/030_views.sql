@@ -27,7 +27,21 @@ select h.id,
        h.memory_allocated,
        u.cpu_used,
        u.memory_used_bytes,
-       u.usage_at
+       u.usage_at,
+       h.admitted,
+       h.admitted_by,
+       h.declared_cpu,
+       h.allowed_cpu,
+       h.declared_memory,
+       h.allowed_memory,
+       h.declared_labels,
+       h.allowed_labels,
+       -- what the host declares beyond its admission's allowances (it is not offered)
+       nullif(concat_ws(', ',
+                        case when h.declared_cpu > h.allowed_cpu then 'cpu' end,
+                        case when h.declared_memory > h.allowed_memory then 'memory' end,
+                        case when not (h.allowed_labels @> h.declared_labels) then 'labels' end),
+              '') as beyond_allowance
   from pgfleet.hosts h
   left join pgfleet.host_heartbeats hb on hb.host_id = h.id
   -- what its running attempts use now (pgfleet.job_usage), beside what they were given
@@ -39,7 +53,7 @@ select h.id,
                          and j.state = 'running'
      where x.host_id = h.id) u on true;
 comment on view pgfleet.host_status is
-  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval).';
+  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; whether it is admitted (a host not admitted gets no jobs: pgfleet.admit_host), what it declares against what it is allowed, and beyond_allowance naming what it declares beyond (not offered); cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval).';
 
 drop view if exists pgfleet.formation_status;
 create view pgfleet.formation_status as
@@ -61,11 +75,11 @@ comment on view pgfleet.formation_status is 'Per formation in use (not deleted):
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as
-select (select count(*) from pgfleet.host_status where state = 'up' and alive) as hosts_up,
+select (select count(*) from pgfleet.host_status where state = 'up' and alive and admitted) as hosts_up,
        (select count(*) from pgfleet.hosts) as hosts_total,
-       (select coalesce(sum(cpu), 0) from pgfleet.hosts where state = 'up') as cpu_total,
+       (select coalesce(sum(cpu), 0) from pgfleet.hosts where state = 'up' and admitted) as cpu_total,
        (select coalesce(sum(cpu_allocated), 0) from pgfleet.hosts) as cpu_allocated,
-       (select coalesce(sum(memory), 0) from pgfleet.hosts where state = 'up') as memory_total,
+       (select coalesce(sum(memory), 0) from pgfleet.hosts where state = 'up' and admitted) as memory_total,
        (select coalesce(sum(memory_allocated), 0) from pgfleet.hosts) as memory_allocated,
        (select count(*) from pgfleet.jobs where state = 'pending') as jobs_pending,
        (select count(*) from pgfleet.jobs where state = 'assigned') as jobs_assigned,

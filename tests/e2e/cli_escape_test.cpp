@@ -43,6 +43,19 @@ TEST_F(CliEscapeTest, ControlCharactersAreEscapedInInspectPsAndEventsButNotInLog
   // The job's own bytes, for whoever asks for its output.
   auto logs = cluster_->Cli({"logs", id});
   EXPECT_NE(std::string::npos, logs.out.find("\033]0;pwned\007out\033[2J")) << logs.out;
+
+  // On request, to a pipe (as here), the values as stored...
+  auto raw = cluster_->Cli({"inspect", "--raw", id});
+  EXPECT_EQ(0, raw.exit_code) << raw.err;
+  EXPECT_NE(std::string::npos, raw.out.find("\033]0;pwned\007out\033[2J\302\233end\n"))
+      << raw.out;
+  // ...but never to a terminal (script(1) gives the CLI one).
+  auto tty = pgfleet::testing::Run({"/usr/bin/script", "-qec",
+                  BinaryPath("pgfleet") + " inspect --raw " + id + " --db '" + db_.dsn() + "'",
+                  "/dev/null"});
+  EXPECT_NE(std::string::npos, tty.out.find("--raw writes control characters as they are"))
+      << tty.out << tty.err;
+  EXPECT_EQ(std::string::npos, tty.out.find('\033')) << tty.out;
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ class MassHostLossTest : public ::testing::Test {
   // login of their own bound to each of their ids.
   std::string StartHosts(const std::string& prefix, int n) {
     std::string login = db_.CreateLogin("hosts_" + prefix.substr(0, 1), {"pgfleet_host"});
-    db_.Scalar("insert into pgfleet.host_logins (login, host_id) select '" + login + "', '" +
-               prefix + "' || i from generate_series(1, " + std::to_string(n) + ") i");
+    db_.Scalar("insert into pgfleet.host_logins (login, host_id, auto_admit) select '" + login +
+               "', '" + prefix + "' || i, true from generate_series(1, " + std::to_string(n) +
+               ") i");
     cluster_.processes().push_back(std::make_unique<Process>(
         std::vector<std::string>{BinaryPath("pgfleet-hostd"), "--db", db_.DsnAs(login),
                                  "--token-file", cluster_.token_file(), "--simulate",

@@ -28,8 +28,8 @@ using namespace std::chrono_literals;
 void StartPooledHosts(const TestDatabase& db, Cluster& cluster, const PgBouncer& bouncer,
                       const std::string& login, const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
-    db.Scalar("insert into pgfleet.host_logins (login, host_id) values ('" + login + "', '" + id +
-              "')");
+    db.Scalar("insert into pgfleet.host_logins (login, host_id, auto_admit) values ('" + login +
+              "', '" + id + "', true)");
     cluster.StartHost(id, 300, 1024, {"--db", bouncer.Dsn(db, login), "--db-pooled"});
   }
 }

@@ -28,8 +28,10 @@ class SecurityE2eTest : public ::testing::Test {
     bob_ = db_.CreateLogin("bob", {"pgfleet_submitter"});
     carol_ = db_.CreateLogin("carol", {"pgfleet_submitter", "pgfleet_privileged"});
     // One host login may act for several host ids (here: both hosts).
-    db_.Scalar("insert into pgfleet.host_logins (login, host_id) values ('" + host_ +
-               "', 'iso'), ('" + host_ + "', 'proc')");
+    // auto_admit: its hosts get jobs once registered (HostAdmissionTest
+    // covers hosts an operator admits).
+    db_.Scalar("insert into pgfleet.host_logins (login, host_id, auto_admit) values ('" + host_ +
+               "', 'iso', true), ('" + host_ + "', 'proc', true)");
   }
   void TearDown() override {
     if (HasFailure()) std::cerr << cluster_->Logs();
