@@ -102,6 +102,13 @@ TEST_F(HostAdmissionTest, AHostLoginsHostGetsNoJobUntilAdmittedAndThenOnlyWhatWa
     EXPECT_NE(r.exit_code, 0) << args.back();
     EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
   }
+  for (const char* labels : {"'{\"gpu\": 1}'", "'[]'", "'\"gpu\"'"}) {
+    err = ErrorAs(db_.dsn(), std::string("select pgfleet.admit_host('evil', null, null, ") +
+                                 labels + ")");
+    EXPECT_NE(err.find("labels must be an object of strings"), std::string::npos) << err;
+  }
+  err = ErrorAs(db_.dsn(), "select pgfleet.admit_host('evil', 0)");
+  EXPECT_NE(err.find("cpu must be > 0 (got 0)"), std::string::npos) << err;
   EXPECT_EQ(Host("admitted::text"), "false");
 
   // Admitted with less than it declares: 2 cores, 2 GiB, zone=x only.

@@ -181,8 +181,11 @@ TEST(Migrate, ADatabaseWithHostsTakesTheHostDomains) {
   TestDatabase db(false);
   MigrateWithRows(
       db, "0018_host_domains.sql",
-      {"select pgfleet.register_host('h' || i, 'http://127.0.0.1:' || (1000 + i), 4000, 4096, "
-       "'{\"zone\": \"a\"}', 'process', null) from generate_series(1, 20) i",
+      // Rows as that version's register_host wrote them (today's needs
+      // columns of later migrations).
+      {"insert into pgfleet.hosts (id, api_url, cpu, memory, labels, driver)"
+       " select 'h' || i, 'http://127.0.0.1:' || (1000 + i), 4000, 4096, '{\"zone\": \"a\"}',"
+       " 'process' from generate_series(1, 20) i",
        "insert into pgfleet.host_keys (host_id, key) values ('h1', decode(repeat('00', 32), "
        "'hex'))"});
   EXPECT_EQ("20", db.Scalar("select count(*) from pgfleet.hosts where labels ->> 'zone' = 'a'"));
