@@ -251,6 +251,30 @@ TEST_F(ContainerSecurityTest, AJobWritingPastItsDiskFailsAndTakesNoMoreOfTheHost
   EXPECT_EQ(p.status.error, "disk full (limit 4 MiB)");
 }
 
+// A setuid-root binary in the job's work dir (left there, as the job
+// cannot make one) gives it nothing: the work dir is mounted nosuid, the
+// job runs with no_new_privs, and root is not even a user of its namespace.
+// Privileged jobs (root's ids, no user namespace) too: nosuid and
+// no_new_privs hold for them.
+TEST_F(ContainerSecurityTest, NoSetuidBinaryInTheWorkDirGainsPrivileges) {
+  for (auto [privileged, seccomp] : {std::pair{false, "default"}, std::pair{true, "default"},
+                                     std::pair{true, "unconfined"}}) {
+    SCOPED_TRACE(std::string(privileged ? "privileged " : "unprivileged ") + seccomp);
+    RunRequest req = Request({"/bin/sh", "-c", "./suid-id -u; ./suid-id -un 2>/dev/null; true"});
+    req.spec.rootfs.clear();
+    req.spec.privileged = privileged;
+    req.spec.seccomp = seccomp;
+    req.spec.user = "nobody";
+    const std::string bin = req.job_dir + "/suid-id";
+    ASSERT_EQ(RunShell("cp /usr/bin/id " + bin + " && chown 0:0 " + bin + " && chmod 4755 " + bin),
+              0);
+    Result r = Run(req);
+    EXPECT_EQ(r.status.exit_code, 0) << r.output;
+    EXPECT_EQ(Lines(r.output).at(0), "65534") << r.output;
+    EXPECT_EQ(r.output.find("root"), std::string::npos) << r.output;
+  }
+}
+
 // Unprivileged jobs run under the default seccomp filter
 // (hostd/drivers/seccomp_filter.h): no new user namespace (where the job
 // would be root again), no mount, no kernel keyring; privileged jobs without.
