@@ -168,7 +168,7 @@ void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& 
   }
   plan->env_store = exec::ReadEnvironment(pid);
   plan->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (api.supervisor.driver() == "container") {
+  if (api.supervisor.capabilities().has_own_root) {
     for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
       int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
       if (fd >= 0) plan->ns_fds.push_back(fd);

@@ -240,7 +240,7 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
   if (AnswerCollected(api, res, id, attempt)) return;
   std::string sandbox = "working directory";
   auto info = api.supervisor.Attempt(id, attempt);
-  const bool container = api.supervisor.driver() == "container";
+  const bool container = api.supervisor.capabilities().has_own_root;
   Fd proc_fd(-1);
   if (container && info && info->pid > 0 && api.supervisor.Live(id, attempt)) {
     proc_fd.fd = open(("/proc/" + std::to_string(info->pid)).c_str(),

@@ -134,13 +134,15 @@ std::optional<int> ResolveMachineDefaults(const pgfleet::daemon::Flags& flags, H
   if (f->driver_name == "auto") f->driver_name = pgfleet::hostd::DefaultDriverName(&f->driver_note);
   // Each shim makes its own driver; hostd only checks this one can run here
   // (constructing one would, on destruction, tidy cgroups the shims share).
-  if (f->driver_name == "container") {
+  const auto kind = pgfleet::model::ParseDriverKind(f->driver_name);
+  if (!kind) {
+    return flags.Usage("--driver must be container, process or sim (got \"" + f->driver_name +
+                       "\")");
+  }
+  if (*kind == pgfleet::model::DriverKind::kContainer) {
     std::string why;
     if (!pgfleet::hostd::ContainerDriverAvailable(&why))
       return flags.Usage("--driver container cannot run here: " + why);
-  } else if (f->driver_name != "process" && f->driver_name != pgfleet::hostd::kSimDriver) {
-    return flags.Usage("--driver must be container, process or sim (got \"" + f->driver_name +
-                       "\")");
   }
   if (f->driver_note.empty()) f->driver_note = "chosen with --driver " + f->driver_name;
   return std::nullopt;
@@ -230,7 +232,7 @@ int main(int argc, char** argv) {
   const std::string& driver_name = f.driver_name;
   uint64_t job_nofile = RaiseFileLimit();
   spdlog::info("host={} driver={}: {}", id, driver_name, f.driver_note);
-  if (driver_name == "container") {
+  if (pgfleet::hostd::CapabilitiesOfDriver(driver_name).maps_job_ids) {
     // No job may hold a host account's identity (drivers/driver.h JobIdRange).
     if (std::string taken = pgfleet::hostd::JobIdRangeConflict(f.job_ids); !taken.empty()) {
       return flags.Usage("--job-ids " + f.job_ids_text + " holds the host's " + taken +

@@ -122,7 +122,7 @@ Supervisor::RecoverSummary Supervisor::Recover() {
 }
 
 int Supervisor::RemoveLeftoverCgroups() {
-  if (options_.driver != "container") return 0;
+  if (!caps_.has_cgroup) return 0;
   return hostd::RemoveLeftoverCgroups(options_.host_id, [this](int64_t job_id, int attempt) {
     return attempt::ShimAlive(attempt::DirOf(options_.data_dir, job_id, attempt));
   });

@@ -19,7 +19,7 @@ namespace pgfleet::hostd {
 
 ShimRunner::ShimRunner(const ShimClientOptions& options)
     : data_dir_(options.data_dir),
-      container_host_(options.driver == "container" ? options.host_id : ""),
+      container_host_(CapabilitiesOfDriver(options.driver).has_cgroup ? options.host_id : ""),
       shims_(options) {
   mkdir(attempt::JobsDir(data_dir_).c_str(), 0755);
 }

@@ -44,7 +44,7 @@ namespace {
 constexpr int64_t kMinFreeBytesToStart = 1 << 20;
 
 std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
-  if (o.driver == kSimDriver) return std::make_unique<SimRunner>();
+  if (!CapabilitiesOfDriver(o.driver).runs_processes) return std::make_unique<SimRunner>();
   return std::make_unique<ShimRunner>(ShimClientOptions{
       o.shim_binary, o.driver, o.data_dir, o.host_id, o.job_nofile, o.start_timeout, o.job_ids});
 }
@@ -52,7 +52,10 @@ std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, Sink sink)
-    : options_(std::move(options)), sink_(std::move(sink)), runner_(MakeRunner(options_)) {}
+    : options_(std::move(options)),
+      caps_(CapabilitiesOfDriver(options_.driver)),
+      sink_(std::move(sink)),
+      runner_(MakeRunner(options_)) {}
 
 Supervisor::~Supervisor() {
   // Jobs keep running when hostd goes away (their shims are independent); only
@@ -118,9 +121,9 @@ void Supervisor::LoseRecord(const std::shared_ptr<Record>& rec, const std::strin
 // a spec the dispatch does not mark privileged may use no privileged
 // feature, and the process driver, which isolates nothing, runs none.
 std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
-                                                 const std::string& driver) {
+                                                 const model::DriverCapabilities& driver) {
   if (spec.privileged) return std::nullopt;
-  if (driver == "process") {
+  if (!driver.isolates) {
     return "the process driver does not isolate jobs: it runs only privileged jobs (submitters "
            "in pgfleet_privileged); run the others on container-driver hosts";
   }
@@ -136,7 +139,7 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   rec->spec = spec;
   rec->uid = spec.uid;
   // Decided before taking the lock: it matches regular expressions.
-  const auto refused = RefusedAsUnprivileged(spec, options_.driver);
+  const auto refused = RefusedAsUnprivileged(spec, caps_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;

@@ -71,9 +71,10 @@ struct JobInfo {
 
 // Why a spec cannot start here for want of privilege, or nullopt: a spec not
 // marked privileged (jobs.privileged, sent in the dispatch) may use none of
-// model::PrivilegeProblem's features, and the process driver runs none.
+// model::PrivilegeProblem's features, and a driver that does not isolate
+// (process) runs none.
 std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
-                                                 const std::string& driver);
+                                                 const model::DriverCapabilities& driver);
 
 struct SupervisorOptions {
   std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
@@ -192,6 +193,8 @@ class Supervisor {
   std::optional<JobInfo> Attempt(int64_t job_id, int attempt) const;
   // "process", "container" or "sim".
   const std::string& driver() const { return options_.driver; }
+  // What this host's driver can do (model/driver_kind.h).
+  const model::DriverCapabilities& capabilities() const { return caps_; }
   // Log file of the attempt (0 = latest found on disk); empty if none.
   std::string LogPath(int64_t job_id, int attempt) const;
   // False for the sim driver: its jobs run no process and have no output.
@@ -207,7 +210,7 @@ class Supervisor {
  private:
   // The host id when attempts run in the container driver's cgroups, else "".
   std::string ContainerHost() const {
-    return options_.driver == "container" ? options_.host_id : "";
+    return caps_.has_cgroup ? options_.host_id : "";
   }
   // One attempt. Fields other than the identity (job_id, attempt, dir,
   // log_path) are guarded by mu_ once the record is in records_.
@@ -271,6 +274,7 @@ class Supervisor {
   void SettleFinished(const std::shared_ptr<Record>& rec, RecoverSummary* summary);
 
   const SupervisorOptions options_;
+  const model::DriverCapabilities caps_;
   const Sink sink_;
   std::atomic<int64_t> fence_after_ms_{0};
   mutable std::mutex mu_;

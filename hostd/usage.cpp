@@ -63,7 +63,7 @@ std::map<pid_t, GroupCounters> ReadProcessGroups(const std::string& proc) {
 }
 
 UsageSampler::UsageSampler(std::string driver, std::string host_id, std::string proc)
-    : driver_(std::move(driver)), host_id_(std::move(host_id)), proc_(std::move(proc)) {}
+    : driver_(CapabilitiesOfDriver(driver)), host_id_(std::move(host_id)), proc_(std::move(proc)) {}
 
 double UsageSampler::StartOf(pid_t pid) const {
   pid_t pgrp = 0;
@@ -83,7 +83,7 @@ double UsageSampler::Uptime() const {
 std::vector<UsageReading> UsageSampler::Sample(const std::vector<JobInfo>& jobs) {
   std::vector<UsageReading> out;
   std::map<pid_t, GroupCounters> groups;
-  if (driver_ != "sim") groups = ReadProcessGroups(proc_);
+  if (driver_.runs_processes) groups = ReadProcessGroups(proc_);
   const double now = Uptime();
   std::set<std::pair<int64_t, int>> seen;
   for (const JobInfo& j : jobs) {
@@ -91,12 +91,12 @@ std::vector<UsageReading> UsageSampler::Sample(const std::vector<JobInfo>& jobs)
       continue;
     }
     UsageReading r{j.job_id, j.attempt, 0, 0};
-    if (driver_ != "sim") {
+    if (driver_.runs_processes) {
       if (j.pid <= 0) continue;
       // A container's counters are its cgroup's; a process driver job's,
       // its process group's (the driver makes the job a group leader).
       double cpu = 0;
-      if (driver_ == "container") {
+      if (driver_.has_cgroup) {
         auto c = ReadJobCgroupNow(host_id_, j.job_id, j.attempt);
         if (!c) continue;
         cpu = c->cpu_seconds;

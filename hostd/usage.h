@@ -52,7 +52,8 @@ class UsageSampler {
   // When process pid started, in seconds after boot; -1 if it is gone.
   double StartOf(pid_t pid) const;
 
-  std::string driver_, host_id_, proc_;
+  const model::DriverCapabilities driver_;
+  std::string host_id_, proc_;
   std::map<std::pair<int64_t, int>, Prev> prev_;
 };
 

@@ -93,7 +93,8 @@ constexpr db::Statement kLockHosts{
 constexpr db::Statement kLoadHostConfigs{
     "schedulerd_load_host_configs",
     "select h.id, h.config_version, h.labels::text as labels, h.api_url,"
-    "       h.driver <> 'process' as isolates, coalesce(encode(k.key, 'hex'), '') as ticket_key"
+    "       pgfleet.driver_isolates(h.driver) as isolates,"
+    "       coalesce(encode(k.key, 'hex'), '') as ticket_key"
     "  from pgfleet.hosts h left join pgfleet.host_keys k on k.host_id = h.id"
     " where h.id = any($1::text[])"};
 

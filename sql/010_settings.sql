@@ -22,6 +22,17 @@ language sql immutable parallel safe as $$ select 1885824628 $$;  -- 0x70676674,
 comment on function pgfleet.lock_class() is
   'First key of every pgfleet advisory lock (two-integer form). Equals kLockClass in core/model/constants.h.';
 
+-- How hosts run jobs (hosts.driver): core/model/driver_kind.h DriverKind and
+-- its capabilities, the ones the database needs.
+create or replace function pgfleet.driver_kinds() returns text[]
+language sql immutable parallel safe as $$ select array['process', 'container', 'sim'] $$;
+comment on function pgfleet.driver_kinds() is
+  'The drivers a host may run jobs with (hosts.driver), as model::DriverKindName names them (core/model/driver_kind.h).';
+create or replace function pgfleet.driver_isolates(p_driver text) returns boolean
+language sql immutable parallel safe as $$ select p_driver in ('container', 'sim') $$;
+comment on function pgfleet.driver_isolates(text) is
+  'Whether a host of that driver isolates jobs, so unprivileged ones may be placed on it (model::DriverCapabilities::isolates).';
+
 create or replace function pgfleet.work_channel() returns text
 language sql immutable parallel safe as $$ select 'pgfleet_work' $$;
 comment on function pgfleet.work_channel() is

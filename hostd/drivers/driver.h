@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/driver_kind.h"
 #include "core/model/job_spec.h"
 
 namespace pgfleet::hostd {
@@ -113,6 +114,12 @@ struct DriverOptions {
   std::string host_id;
   JobIdRange job_ids;  // the container driver's user namespaces
 };
+
+// What the driver of that name (hostd --driver, after "auto" is resolved)
+// can do; an unknown name can do nothing a process driver could not.
+inline model::DriverCapabilities CapabilitiesOfDriver(const std::string& name) {
+  return model::CapabilitiesOf(model::ParseDriverKind(name).value_or(model::DriverKind::kProcess));
+}
 
 // "process" or "container". Throws std::invalid_argument for an unknown name.
 std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts);

@@ -3,6 +3,7 @@
 // against the live schema, so changing one side alone fails a test.
 
 #include "core/model/constants.h"
+#include "core/model/driver_kind.h"
 
 #include <gtest/gtest.h>
 
@@ -32,6 +33,22 @@ TEST(Constants, SqlFactsEqualTheCppConstants) {
   EXPECT_EQ(db.Count("select pgfleet.max_constraints_bytes()"), model::kMaxConstraintsBytes);
   EXPECT_EQ(db.Count("select pgfleet.max_path_bytes()"), model::kMaxPathBytes);
   EXPECT_EQ(db.Count("select pgfleet.max_job_user_id()"), model::kMaxJobUserId);
+}
+
+TEST(Constants, DriverKindsAndWhatTheyIsolateAgreeWithTheCppTypes) {
+  TestDatabase db;
+  std::string names;
+  for (auto kind : {model::DriverKind::kProcess, model::DriverKind::kContainer,
+                    model::DriverKind::kSim}) {
+    const std::string name = model::DriverKindName(kind);
+    names += (names.empty() ? "" : ",") + name;
+    EXPECT_EQ(db.Scalar("select pgfleet.driver_isolates('" + name + "')::text"),
+              model::CapabilitiesOf(kind).isolates ? "true" : "false")
+        << name;
+    EXPECT_EQ(model::ParseDriverKind(name), kind);
+  }
+  EXPECT_EQ(db.Scalar("select array_to_string(pgfleet.driver_kinds(), ',')"), names);
+  EXPECT_FALSE(model::ParseDriverKind("kvm"));
 }
 
 TEST(Constants, HostTtlDefaultEqualsTheCppConstant) {

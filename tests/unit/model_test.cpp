@@ -3,6 +3,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/model/driver_kind.h"
 #include "core/model/report.h"
 #include "core/model/states.h"
 
@@ -129,6 +130,33 @@ TEST(Report, DecodingNamesTheBadField) {
   EXPECT_THROW(ReportFromJson(nlohmann::json{{"job", 1}, {"attempt", 1}, {"kind", "done"}}),
                std::invalid_argument);
   EXPECT_THROW(ReportFromJson(nlohmann::json::array()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pgfleet::model
+
+namespace pgfleet::model {
+namespace {
+
+// What each driver can do is said once (driver_kind.h); hostd asks this,
+// never the name.
+TEST(DriverKind, EachKindSaysWhatItCanDoAndNamesRoundTrip) {
+  DriverCapabilities process = CapabilitiesOf(DriverKind::kProcess);
+  EXPECT_TRUE(process.runs_processes);
+  EXPECT_FALSE(process.isolates || process.has_cgroup || process.has_own_root ||
+               process.maps_job_ids || process.enforces_disk);
+  DriverCapabilities container = CapabilitiesOf(DriverKind::kContainer);
+  EXPECT_TRUE(container.runs_processes && container.isolates && container.has_cgroup &&
+              container.has_own_root && container.maps_job_ids && container.enforces_disk);
+  DriverCapabilities sim = CapabilitiesOf(DriverKind::kSim);
+  EXPECT_FALSE(sim.runs_processes || sim.has_cgroup || sim.has_own_root);
+  EXPECT_TRUE(sim.isolates) << "sim jobs run nothing: any submitter's may be placed there";
+  for (auto kind : {DriverKind::kProcess, DriverKind::kContainer, DriverKind::kSim}) {
+    EXPECT_EQ(ParseDriverKind(DriverKindName(kind)), kind);
+  }
+  for (const char* bad : {"", "Container", "auto", "kvm", "container "}) {
+    EXPECT_FALSE(ParseDriverKind(bad)) << bad;
+  }
 }
 
 }  // namespace
