@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "hostd/drivers/container.h"
+#include "hostd/drivers/container/container.h"
 #include "hostd/drivers/driver.h"
 
 namespace {

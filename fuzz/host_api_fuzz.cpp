@@ -27,10 +27,10 @@
 
 #include "core/metrics/metrics.h"
 #include "core/net/http.h"
-#include "hostd/agent.h"
-#include "hostd/api.h"
-#include "hostd/drivers/sim.h"
-#include "hostd/supervisor.h"
+#include "hostd/agent/agent.h"
+#include "hostd/api/api.h"
+#include "hostd/hollow/sim.h"
+#include "hostd/supervisor/supervisor.h"
 
 namespace {
 

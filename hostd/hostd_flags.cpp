@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/util/text.h"
-#include "hostd/log_forward.h"
+#include "hostd/output/log_forward.h"
 
 namespace pgfleet::hostd {
 

@@ -12,8 +12,8 @@
 #include "core/daemon/flags.h"
 #include "core/model/job_spec.h"
 #include "hostd/drivers/driver.h"
-#include "hostd/host_config.h"
-#include "hostd/lease.h"
+#include "hostd/agent/host_config.h"
+#include "hostd/fence/lease.h"
 
 namespace pgfleet::hostd {
 
@@ -26,7 +26,7 @@ struct HostdFlags {
   std::string heartbeat_text = "2s", reconcile_text = "5s",
               host_ttl_text = std::to_string(kDefaultHostTtlMs / 1000) + "s";
   bool self_fence = true, shim_fence = true;
-  int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow.h)
+  int simulate = 0;  // > 0: run that many hollow hosts (hostd/hollow/hollow.h)
   std::string id_prefix = "sim-";
   int db_connections = 4;
   bool db_pooled = false;  // --db goes through a transaction-mode pooler

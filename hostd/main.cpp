@@ -29,18 +29,18 @@
 #include "core/model/job_spec.h"
 #include "core/net/ticket.h"
 #include "core/util/text.h"
-#include "hostd/agent.h"
-#include "hostd/api.h"
-#include "hostd/collector.h"
-#include "hostd/drivers/container.h"
+#include "hostd/agent/agent.h"
+#include "hostd/api/api.h"
+#include "hostd/attempt/collector.h"
+#include "hostd/drivers/container/container.h"
 #include "hostd/drivers/driver.h"
-#include "hostd/drivers/sim.h"
-#include "hostd/hollow.h"
+#include "hostd/hollow/sim.h"
+#include "hostd/hollow/hollow.h"
 #include "hostd/hostd_flags.h"
-#include "hostd/lease.h"
-#include "hostd/shim.h"
-#include "hostd/shim_launcher.h"
-#include "hostd/supervisor.h"
+#include "hostd/fence/lease.h"
+#include "hostd/shim/shim.h"
+#include "hostd/shim/shim_launcher.h"
+#include "hostd/supervisor/supervisor.h"
 
 namespace po = boost::program_options;
 using pgfleet::hostd::AddHostdOptions;
@@ -213,7 +213,7 @@ int RunHollow(const pgfleet::daemon::Flags& flags, const HostdFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `pgfleet-hostd shim DIR`: the per-job supervisor hostd spawns (hostd/shim.h).
+  // `pgfleet-hostd shim DIR`: the per-job supervisor hostd spawns (hostd/shim/shim.h).
   if (argc >= 2 && std::string(argv[1]) == "shim") pgfleet::hostd::RunShimCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "shim-launcher")
     pgfleet::hostd::RunShimLauncher(argc, argv);

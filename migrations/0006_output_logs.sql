@@ -1,5 +1,5 @@
 -- How much of a job's output its host keeps: at most log_max_files files of
--- log_max_file_mb MiB each, the oldest removed first (hostd/output_log.h).
+-- log_max_file_mb MiB each, the oldest removed first (hostd/output/output_log.h).
 -- Null takes the host's default (hostd --log-max-files, --log-max-file-mb).
 -- Both are template columns of formations too. The bounds are the same as
 -- hostd's (model::kMinLogMaxFiles, ...), and the messages name the column.

@@ -1,6 +1,6 @@
 -- A job's disk and seccomp profile (issue 33). The disk: the MiB of its writable space, enforced by the
 -- container driver (the work dir is a filesystem of that size of its own,
--- hostd/drivers/container_disk.h); 0 = no limit (the work dir shares the
+-- hostd/drivers/container/container_disk.h); 0 = no limit (the work dir shares the
 -- filesystem of hostd's data dir). At most the setting max_disk_mib,
 -- checked at insert (pgfleet.limit_problem).
 create domain pgfleet.spec_disk as integer
@@ -13,7 +13,7 @@ comment on column pgfleet.jobs.disk is
 comment on column pgfleet.formations.disk is
   'The replicas'' disk (pgfleet.jobs.disk).';
 
--- A job's seccomp profile: 'default' (hostd/drivers/seccomp_filter.h,
+-- A job's seccomp profile: 'default' (hostd/drivers/container/seccomp_filter.h,
 -- modelled on Docker's default profile) for every container job, or
 -- 'unconfined', which only members of pgfleet_privileged may ask for
 -- (pgfleet.privilege_problem), as Docker's --security-opt seccomp=unconfined.

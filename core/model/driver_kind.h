@@ -11,9 +11,9 @@
 namespace pgfleet::model {
 
 enum class DriverKind {
-  kProcess,    // a plain process group as hostd's user (hostd/drivers/process.h)
-  kContainer,  // namespaces, cgroups, a root (hostd/drivers/container.h)
-  kSim,        // no process at all: hollow hosts (hostd/drivers/sim.h)
+  kProcess,    // a plain process group as hostd's user (hostd/drivers/process/process.h)
+  kContainer,  // namespaces, cgroups, a root (hostd/drivers/container/container.h)
+  kSim,        // no process at all: hollow hosts (hostd/hollow/sim.h)
 };
 
 // "process", "container", "sim".

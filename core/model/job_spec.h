@@ -30,7 +30,7 @@ inline constexpr int kDefaultMemory = 64;    // MiB
 inline constexpr int kDefaultPriority = 50;  // 0..100
 inline constexpr int kDefaultPidsMax = 1024;
 inline constexpr int kDefaultStopGraceSeconds = 10;
-// A job's output files (hostd/output_log.h) when neither its spec nor the
+// A job's output files (hostd/output/output_log.h) when neither its spec nor the
 // host says otherwise, and the bounds of both settings.
 inline constexpr int kDefaultLogMaxFiles = 5;
 inline constexpr int kDefaultLogMaxFileMb = 20;
@@ -71,7 +71,7 @@ struct JobSpec {
 
   // Not part of the spec's JSON: the job's uid (jobs.uid), from the dispatch
   // item or the database, "" when unknown. The host keys what it keeps of an
-  // attempt by it (hostd/attempt_dir.h kUidFile).
+  // attempt by it (hostd/attempt/attempt_dir.h kUidFile).
   std::string uid;
 };
 

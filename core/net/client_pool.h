@@ -3,7 +3,7 @@
 // scheduler passes instead of one new TCP connection per host per pass.
 //
 // Connections are pooled per origin (http://host:port), as HTTP clients do,
-// so the hollow hosts behind one listener (hostd/hollow.h) share them. At most
+// so the hollow hosts behind one listener (hostd/hollow/hollow.h) share them. At most
 // max_per_origin requests to one origin are in flight at once (more wait for
 // a free connection): hostd's listener serves one connection per thread, and
 // an idle keep-alive connection holds its thread, so the bound protects it.

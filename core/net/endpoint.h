@@ -1,6 +1,6 @@
 #pragma once
 // A host's API as a client reaches it: a base URL may carry a path prefix,
-// because hollow hosts (hostd/hollow.h) share one listener and each serves
+// because hollow hosts (hostd/hollow/hollow.h) share one listener and each serves
 // its API under /hosts/<id>. The scheduler and the CLI call
 //   ep.client->Post(ep.prefix + "/v1/jobs", ...)
 // for a real host (prefix "") and a hollow one alike.

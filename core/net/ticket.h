@@ -44,7 +44,7 @@ inline constexpr int64_t kTicketSeconds = 60;
 
 // The header that carries a stop or logs ticket (a dispatch carries one per job, in its body).
 inline constexpr const char* kTicketHeader = "X-Pgfleet-Ticket";
-// Names the exec session whose stdin a request carries (hostd/api_exec.cpp):
+// Names the exec session whose stdin a request carries (hostd/api/api_exec.cpp):
 // the session's name is the capability, as a ticket is.
 inline constexpr const char* kExecSessionHeader = "X-Pgfleet-Exec-Session";
 

@@ -9,8 +9,8 @@
 
 #include "core/model/constants.h"
 
-#include "hostd/drivers/container.h"
-#include "hostd/drivers/process.h"
+#include "hostd/drivers/container/container.h"
+#include "hostd/drivers/process/process.h"
 
 namespace pgfleet::hostd {
 

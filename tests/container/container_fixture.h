@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "hostd/drivers/cgroup.h"
-#include "hostd/drivers/container.h"
+#include "hostd/drivers/container/cgroup.h"
+#include "hostd/drivers/container/container.h"
 #include "test_support.h"
 
 namespace pgfleet::hostd::testing_container {

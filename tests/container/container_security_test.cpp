@@ -276,7 +276,7 @@ TEST_F(ContainerSecurityTest, NoSetuidBinaryInTheWorkDirGainsPrivileges) {
 }
 
 // Unprivileged jobs run under the default seccomp filter
-// (hostd/drivers/seccomp_filter.h): no new user namespace (where the job
+// (hostd/drivers/container/seccomp_filter.h): no new user namespace (where the job
 // would be root again), no mount, no kernel keyring; privileged jobs without.
 TEST_F(ContainerSecurityTest, UnprivilegedJobsRunUnderTheSeccompFilter) {
   const std::string script =

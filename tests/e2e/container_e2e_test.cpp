@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "core/util/text.h"
-#include "hostd/drivers/cgroup.h"
-#include "hostd/drivers/container.h"
+#include "hostd/drivers/container/cgroup.h"
+#include "hostd/drivers/container/container.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

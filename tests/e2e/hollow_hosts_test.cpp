@@ -1,4 +1,4 @@
-// Hollow hosts (hostd/hollow.h) against a real PostgreSQL: many simulated
+// Hollow hosts (hostd/hollow/hollow.h) against a real PostgreSQL: many simulated
 // hosts in one process register, heartbeat, serve their API under
 // /hosts/<id> of one listener, run sim jobs dispatched to them, and start by
 // reconcile an assigned job nobody dispatched. No scheduler runs here: the
@@ -13,7 +13,7 @@
 
 #include "core/metrics/metrics.h"
 #include "core/net/endpoint.h"
-#include "hostd/hollow.h"
+#include "hostd/hollow/hollow.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

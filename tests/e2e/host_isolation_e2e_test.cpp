@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "core/util/text.h"
-#include "hostd/drivers/container.h"
+#include "hostd/drivers/container/container.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

@@ -23,7 +23,7 @@
 
 #include "core/net/http.h"
 #include "core/util/text.h"
-#include "hostd/attempt_dir.h"
+#include "hostd/attempt/attempt_dir.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

@@ -23,9 +23,9 @@
 
 #include "core/net/http.h"
 #include "core/util/text.h"
-#include "hostd/attempt_dir.h"
-#include "hostd/drivers/cgroup.h"
-#include "hostd/drivers/container.h"
+#include "hostd/attempt/attempt_dir.h"
+#include "hostd/drivers/container/cgroup.h"
+#include "hostd/drivers/container/container.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

@@ -13,7 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#include "hostd/attempt_dir.h"
+#include "hostd/attempt/attempt_dir.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {

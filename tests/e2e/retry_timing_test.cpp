@@ -3,7 +3,7 @@
 // (the first hour issue, item 7: 1.7 s and 3.0 s were measured against 1 s
 // and 2 s), and a job waiting for capacity when a host's report frees it
 // (hostd wakes the sleeping scheduler once its report batch has committed;
-// the report itself sends no NOTIFY: hostd/store.h WakeSchedulers). The
+// the report itself sends no NOTIFY: hostd/agent/store.h WakeSchedulers). The
 // scheduler runs with a long tick, so waiting for the tick would show.
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The sim driver (hostd/drivers/sim.h) under hostd's real supervisor: a job
+// The sim driver (hostd/hollow/sim.h) under hostd's real supervisor: a job
 // "runs" without a process for PGFLEET_SIM_SECONDS and exits with
 // PGFLEET_SIM_EXIT_CODE; stop ends it with signal 15, fencing with signal 9;
 // an attempt starts at most once.
@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "hostd/drivers/sim.h"
-#include "hostd/supervisor.h"
+#include "hostd/hollow/sim.h"
+#include "hostd/supervisor/supervisor.h"
 
 namespace pgfleet::testing {
 namespace {

@@ -1,9 +1,9 @@
-// Forwarding job output (hostd/log_forward.h) without daemons: the flag's
+// Forwarding job output (hostd/output/log_forward.h) without daemons: the flag's
 // grammar, the RFC 5424 text, lines cut as promised, and a receiver that
 // falls behind losing forwarded lines (counted and told) but never blocking
 // the writer. The whole path through hostd is in e2e/log_forward_e2e_test.
 
-#include "hostd/log_forward.h"
+#include "hostd/output/log_forward.h"
 
 #include <gtest/gtest.h>
 

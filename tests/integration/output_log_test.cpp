@@ -1,8 +1,8 @@
-// A job's rotated output files (hostd/output_log.h), on a real filesystem:
+// A job's rotated output files (hostd/output/output_log.h), on a real filesystem:
 // capped, contiguous, read by logical position across rotations, also while
 // being written. (No database: here because it needs hostd's library.)
 
-#include "hostd/output_log.h"
+#include "hostd/output/output_log.h"
 
 #include <gtest/gtest.h>
 

@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "core/db/migrate.h"
-#include "hostd/drivers/cgroup.h"
+#include "hostd/drivers/container/cgroup.h"
 #include "core/net/ticket.h"
 
 namespace pgfleet::testing {

@@ -112,7 +112,7 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
 std::vector<std::string> Subdirs(const std::string& dir);
 
 // The per-host cgroup directories pgfleet/<scope>/<host> of `host` that exist
-// now, whatever hostd's scope (hostd/drivers/container.h), in every
+// now, whatever hostd's scope (hostd/drivers/container/container.h), in every
 // controller the container driver uses.
 std::vector<std::string> HostCgroupDirs(const std::string& host);
 

@@ -1,0 +1,319 @@
+#include "hostd/agent/agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/db/deadline.h"
+#include "hostd/attempt/collector.h"
+
+namespace pgfleet::hostd {
+
+using Clock = std::chrono::steady_clock;
+
+Agent::Agent(HostConfig config, metrics::Registry& metrics)
+    : config_(std::move(config)),
+      metrics_(metrics),
+      conn_(config_.dsn, "host " + config_.id),
+      lease_(config_.data_dir),
+      usage_(config_.driver, config_.id) {
+  ttl_ms_ = config_.host_ttl.count();
+  conn_.SetOnConnect(store::Prepare);
+  // Back within a heartbeat of the database: the lease counts from the last
+  // heartbeat, so a longer wait would fence after a database outage shorter
+  // than the TTL (docs/failures-hostd.md, "Database outages").
+  conn_.SetMaxBackoff(std::chrono::duration_cast<std::chrono::milliseconds>(config_.heartbeat_interval));
+}
+
+void Agent::NoteContact(int64_t sent_boottime_ns) {
+  last_contact_ = sent_boottime_ns;
+  if (config_.data_dir.empty()) return;  // no lease file (hollow hosts)
+  if (!lease_.Write(sent_boottime_ns)) {
+    spdlog::warn("host={} cannot write {}/{}: shims may fence their jobs early", config_.id,
+                 config_.data_dir, kLeaseFile);
+  }
+}
+
+void Agent::SetTtl(int64_t ttl_ms) {
+  ttl_ms_ = ttl_ms;
+  if (supervisor_) {
+    supervisor_->SetFenceAfter(config_.self_fence && config_.shim_fence
+                                   ? SelfFenceAfter(std::chrono::milliseconds(ttl_ms))
+                                   : std::chrono::milliseconds(0));
+  }
+}
+
+void Agent::Enqueue(model::Report report) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(report));
+    wake_ = true;
+  }
+  cv_.notify_one();
+  if (waker_) waker_();
+}
+
+void Agent::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+  if (waker_) waker_();
+}
+
+bool Agent::TakeWake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool was = wake_;
+  wake_ = false;
+  return was;
+}
+
+void Agent::Register(pqxx::connection& conn) {
+  int64_t sent = BootTimeNs();
+  pqxx::work tx(conn);
+  generation_ = store::RegisterHost(tx, config_);
+  // The TTL schedulers judge us by; fencing later than that would let two
+  // attempts of a job overlap.
+  std::chrono::milliseconds db_ttl = store::HostTtl(tx);
+  tx.commit();
+  registered_ = true;
+  NoteContact(sent);
+  int64_t ttl = std::min<int64_t>(config_.host_ttl.count(), db_ttl.count());
+  if (ttl != ttl_ms_.load()) SetTtl(ttl);
+  if (ttl < config_.host_ttl.count() && !ttl_warned_) {
+    ttl_warned_ = true;
+    spdlog::warn(
+        "host={} the database's host TTL is {:.1f} s, shorter than --host-ttl {:.1f} s: "
+        "self-fencing uses {:.1f} s",
+        config_.id, db_ttl.count() / 1000.0, config_.host_ttl.count() / 1000.0,
+        db_ttl.count() / 1000.0);
+  }
+  spdlog::info("host={} registered generation={} api={} cpu={}m memory={}MiB driver={}", config_.id,
+               generation_, config_.api_url, config_.cpu, config_.memory, config_.driver);
+}
+
+void Agent::Heartbeat(pqxx::connection& conn) {
+  int64_t sent = BootTimeNs();
+  // One statement: autocommit saves the BEGIN and COMMIT round trips.
+  // Live usage rides along every --usage-interval (not every heartbeat).
+  std::vector<UsageReading> usage;
+  const bool with_usage = Clock::now() - last_usage_ >= config_.usage_interval;
+  if (with_usage) {
+    usage = usage_.Sample(supervisor_->List());
+    last_usage_ = Clock::now();
+  }
+  pqxx::nontransaction tx(conn);
+  auto status =
+      store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()),
+                       Condition(), with_usage ? &usage : nullptr);
+  metrics_.Add("pgfleet_host_heartbeats_total", 1);
+  if (!status) {
+    spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
+    registered_ = false;
+    return;
+  }
+  db_live_digest_ = status->live_digest;
+  db_stops_ = status->stops;
+  if (status->lost || status->generation != generation_) {
+    // We were declared lost (or another hostd took our id): our attempts may
+    // have been superseded. Re-register; the reconcile kills what is not ours.
+    spdlog::warn("host={} database says state={} generation={} (ours {}): re-registering",
+                 config_.id, status->state, status->generation, generation_);
+    registered_ = false;
+    return;
+  }
+  NoteContact(sent);
+}
+
+std::string Agent::Condition() {
+  if (config_.data_dir.empty()) return "";  // hollow hosts keep nothing on disk
+  const int percent = Collector::DiskPercent(config_.data_dir);
+  const bool pressure = percent >= config_.disk_full_percent;
+  metrics_.Set("pgfleet_host_disk_pressure", pressure ? 1 : 0);
+  if (pressure != disk_pressure_) {
+    disk_pressure_ = pressure;
+    if (pressure) {
+      spdlog::warn(
+          "host={} disk pressure: {} is {}% full (--disk-full-percent {}): taking no new "
+          "jobs until it falls below",
+          config_.id, config_.data_dir, percent, config_.disk_full_percent);
+    } else {
+      spdlog::info("host={} disk pressure cleared: {} is {}% full", config_.id, config_.data_dir,
+                   percent);
+    }
+  }
+  if (!pressure) return "";
+  return fmt::format("disk pressure: data directory {} is {}% full (hostd --disk-full-percent {})",
+                     config_.data_dir, percent, config_.disk_full_percent);
+}
+
+void Agent::HeartbeatIfDue(pqxx::connection& conn) {
+  auto now = Clock::now();
+  if (now - last_heartbeat_ < config_.heartbeat_interval) return;
+  Heartbeat(conn);
+  last_heartbeat_ = now;
+}
+
+void Agent::WatchdogTick() {
+  auto ttl = std::chrono::milliseconds(ttl_ms_.load());
+  auto silent = std::chrono::nanoseconds(BootTimeNs() - last_contact_.load());
+  bool overdue = silent > SelfFenceAfter(ttl);
+  // A hostd restarted after the lease ran out tries the database once
+  // before fencing what it re-attached to: if it gets through, the
+  // reconcile kills exactly the attempts that were superseded meanwhile.
+  // (Bounded: a first try that hangs does not delay the fence past one more lease.)
+  if (overdue && !first_try_done_ &&
+      std::chrono::nanoseconds(BootTimeNs() - watchdog_started_ns_) < SelfFenceAfter(ttl)) {
+    return;
+  }
+  if (overdue && !fenced_) {
+    fenced_ = true;
+    reregister_ = true;  // schedulers may have declared us lost: come back as a new generation
+    fence_reason_ =
+        fmt::format("hostd self-fenced: no successful heartbeat for {:.1f} s (host TTL {:.1f} s)",
+                    std::chrono::duration<double>(silent).count(), ttl.count() / 1000.0);
+    size_t n = supervisor_->Fence(fence_reason_);
+    metrics_.Add("pgfleet_host_self_fences_total", 1);
+    spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
+                  config_.id, fence_reason_, n);
+  } else if (overdue) {
+    supervisor_->Fence(fence_reason_);  // anything that started meanwhile (no log: same state)
+  } else if (fenced_) {
+    fenced_ = false;
+    supervisor_->Unfence();
+    spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", config_.id);
+  }
+}
+
+void Agent::BeginLease() {
+  // The lease continues from the previous hostd's last heartbeat: restarting
+  // never extends it. A first start begins it now.
+  std::optional<int64_t> lease;
+  if (!config_.data_dir.empty()) lease = ReadLease(config_.data_dir);
+  if (lease) {
+    last_contact_ = *lease;
+  } else {
+    NoteContact(BootTimeNs());
+  }
+  SetTtl(ttl_ms_.load());
+  watchdog_started_ns_ = BootTimeNs();
+}
+
+std::chrono::milliseconds Agent::DbDeadline() const {
+  // Short enough that a stuck backend is left, a new connection made and a
+  // heartbeat sent before the lease runs out (SelfFenceAfter); long enough
+  // for a busy database's slowest step.
+  return std::clamp(std::chrono::milliseconds(ttl_ms_.load() / 3), kMinDbDeadline, kMaxDbDeadline);
+}
+
+Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
+  db::Deadline deadline(conn, DbDeadline(), "host=" + config_.id);
+  if (reregister_.exchange(false)) registered_ = false;
+  if (!registered_) {
+    Register(conn);
+    first_try_done_ = true;
+    force_reconcile_ = true;
+    last_heartbeat_ = Clock::now();
+  }
+  // Heartbeats come first and never wait on more than one report batch: a
+  // long queue of reports is delivered between them.
+  HeartbeatIfDue(conn);
+  if (!registered_) return Clock::now();  // register again at once
+  while (Flush(conn)) {
+    deadline.Renew();
+    HeartbeatIfDue(conn);
+    if (!registered_) return Clock::now();
+  }
+  // A reconcile at most every --reconcile-interval, and then only when the
+  // latest heartbeat's answer shows something to do (or the safety net's
+  // time came): at rest a host does not ask for its jobs every few seconds.
+  auto now = Clock::now();
+  const auto safety = config_.reconcile_interval * kReconcileSafetyFactor;
+  if (force_reconcile_ || (now - last_reconcile_ >= config_.reconcile_interval &&
+                           (now - last_reconcile_ >= safety || ViewDiffers()))) {
+    deadline.Renew();
+    RetryQuarantined(conn);
+    Reconcile(conn);
+    metrics_.Add("pgfleet_host_reconciles_total", 1);
+    force_reconcile_ = false;
+    last_reconcile_ = Clock::now();
+  }
+  if (!last_error_.empty()) {
+    spdlog::info("host={} database steps succeed again", config_.id);
+    last_error_.clear();
+  }
+  // Next: the next heartbeat (whose answer may call for a reconcile), or the
+  // reconcile interval's end if it is still ahead, or the safety net's.
+  auto next_reconcile = last_reconcile_ + config_.reconcile_interval;
+  if (next_reconcile <= now) next_reconcile = last_reconcile_ + safety;
+  return std::min(last_heartbeat_ + config_.heartbeat_interval, next_reconcile);
+}
+
+void Agent::NoteStepFailed(const std::exception* e) {
+  first_try_done_ = true;
+  if (!e) return;
+  if (last_error_ != e->what()) {  // once per distinct failure, not per retry
+    spdlog::error("host={} database step failed, retrying: {}", config_.id, e->what());
+    last_error_ = e->what();
+  }
+  metrics_.Add("pgfleet_host_db_errors_total", 1);
+}
+
+void Agent::FinalFlush(pqxx::connection& conn) {
+  try {
+    db::Deadline deadline(conn, DbDeadline(), "host=" + config_.id);
+    while (Flush(conn)) {
+    }
+    if (registered_ && !config_.data_dir.empty()) Heartbeat(conn);
+  } catch (const std::exception& e) {
+    spdlog::warn("host={} could not flush reports at exit: {}", config_.id, e.what());
+  }
+}
+
+void Agent::Run(const std::atomic<bool>& stop, const std::function<void()>& begin_leaving,
+                const std::function<void()>& finish_leaving) {
+  BeginLease();
+  std::thread watchdog;
+  if (config_.self_fence) {
+    watchdog = std::thread([this, &stop] {
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        WatchdogTick();
+      }
+    });
+  }
+  while (!stop) {
+    pqxx::connection* conn = conn_.Get();
+    if (!conn) {
+      NoteStepFailed(nullptr);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    try {
+      if (conn_.TakeReconnected()) NoteReconnected();
+      auto next = Step(*conn);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, next, [&] { return wake_ || stop; });
+      wake_ = false;
+    } catch (const pqxx::broken_connection& e) {
+      NoteStepFailed(nullptr);
+      conn_.MarkBroken(e.what());
+    } catch (const std::exception& e) {
+      NoteStepFailed(&e);
+      if (!conn->is_open()) conn_.MarkBroken(e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  if (begin_leaving) begin_leaving();
+  if (pqxx::connection* conn = conn_.Get()) FinalFlush(*conn);
+  if (finish_leaving) {
+    finish_leaving();
+    if (pqxx::connection* conn = conn_.Get()) FinalFlush(*conn);
+  }
+  if (watchdog.joinable()) watchdog.join();
+}
+
+}  // namespace pgfleet::hostd

@@ -1,0 +1,139 @@
+#include "hostd/agent/store.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/db/statements.h"
+
+namespace pgfleet::hostd::store {
+namespace {
+
+using nlohmann::json;
+
+constexpr db::Statement kRegisterHost{
+    "hostd_register_host",
+    "select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation"};
+
+constexpr db::Statement kSetHostKey{"hostd_set_host_key", "select pgfleet.set_host_key($1, $2)"};
+
+constexpr db::Statement kHostTtl{
+    "hostd_host_ttl", "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
+
+// The host state is compared here, in SQL, where host states are defined.
+constexpr db::Statement kHeartbeat{"hostd_heartbeat",
+                                   "select state, state = 'lost' as lost, generation,"
+                                   "       live_digest, stops"
+                                   "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
+
+// Without the function's own wake: hostd wakes the schedulers after the
+// commit (WakeSchedulers), when the batch says one sleeps, so that its report
+// commits hold no NOTIFY lock.
+constexpr db::Statement kReportJobs{"hostd_report_jobs",
+                                    "select job_id, attempt, kind, accepted, wake_schedulers"
+                                    "  from pgfleet.report_jobs($1, $2, $3::jsonb, false)"};
+
+constexpr db::Statement kWakeSchedulers{
+    "hostd_wake_schedulers", "select pgfleet.wake_schedulers(array[pgfleet.all_formations()])"};
+
+constexpr db::Statement kHostJobs{
+    "hostd_host_jobs",
+    "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,"
+    "       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
+    "  from pgfleet.host_jobs($1) j"};
+
+}  // namespace
+
+void Prepare(pqxx::connection& conn) {
+  db::PrepareAll(conn, {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs,
+                        &kWakeSchedulers, &kHostJobs});
+}
+
+int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
+  json labels = config.labels;
+  auto row = db::Exec1(tx, kRegisterHost, config.id, config.api_url, config.cpu, config.memory,
+                       labels.dump(), config.driver, config.driver_note);
+  // In the same transaction: a registered host always has the key its tickets are signed with.
+  db::Exec(tx, kSetHostKey, config.id, config.ticket_key);
+  return row["generation"].as<int64_t>();
+}
+
+std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx) {
+  double seconds = db::Exec1(tx, kHostTtl)["seconds"].as<double>();
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::string& host,
+                                    int64_t generation, int running_jobs,
+                                    const std::string& condition,
+                                    const std::vector<UsageReading>* usage) {
+  std::optional<std::string> readings;
+  if (usage) {
+    json a = json::array();
+    for (const auto& u : *usage) {
+      a.push_back({{"job", u.job},
+                   {"attempt", u.attempt},
+                   {"cpu_cores", std::round(u.cpu_cores * 1000) / 1000},
+                   {"memory_bytes", u.memory_bytes}});
+    }
+    readings = a.dump();
+  }
+  auto rows = db::Exec(tx, kHeartbeat, host, generation, running_jobs, condition, readings);
+  if (rows.empty()) return std::nullopt;
+  HostStatus s;
+  s.state = rows[0]["state"].as<std::string>();
+  s.lost = rows[0]["lost"].as<bool>();
+  s.generation = rows[0]["generation"].as<int64_t>();
+  s.live_digest = rows[0]["live_digest"].as<std::string>();
+  s.stops = rows[0]["stops"].as<int>();
+  return s;
+}
+
+void WakeSchedulers(pqxx::transaction_base& tx) { db::Exec(tx, kWakeSchedulers); }
+
+ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host,
+                             int64_t generation, const std::vector<model::Report>& reports) {
+  json batch = json::array();
+  for (const auto& r : reports) batch.push_back(model::ToJson(r));
+  auto rows = db::Exec(tx, kReportJobs, host, generation,
+                       batch.dump(-1, ' ', false, json::error_handler_t::replace));
+  ReportBatchResult batch_result;
+  std::vector<ReportResult>& out = batch_result.reports;
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    if (row["wake_schedulers"].as<bool>()) batch_result.wake_schedulers = true;
+    ReportResult r;
+    r.job = row["job_id"].as<int64_t>();
+    r.attempt = row["attempt"].as<int>();
+    r.kind = model::ParseReportKind(row["kind"].as<std::string>());
+    r.accepted = row["accepted"].as<bool>();
+    // One row per report, in their order: the uid is what tells which job
+    // the answer is about when this host had two of the same id and attempt.
+    const size_t i = out.size();
+    if (i < reports.size() && reports[i].job == r.job && reports[i].attempt == r.attempt) {
+      r.uid = reports[i].uid;
+    }
+    out.push_back(r);
+  }
+  return batch_result;
+}
+
+std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host) {
+  auto rows = db::Exec(tx, kHostJobs, host);
+  std::vector<HostJob> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    HostJob j;
+    j.job = row["id"].as<int64_t>();
+    j.attempt = row["attempt"].as<int>();
+    j.state_name = row["state"].as<std::string>();
+    j.state = model::ParseJobState(j.state_name);
+    j.stop_wanted = row["stop_wanted"].as<bool>();
+    j.stop_force = row["stop_force"].as<bool>();
+    j.spec_json = row["spec"].as<std::string>();
+    j.uid = row["uid"].as<std::string>();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace pgfleet::hostd::store

@@ -1,0 +1,237 @@
+// POST /v1/jobs/{id}/exec?arg=CMD&arg=ARG...[&attempt=N][&stdin=stream]
+// [&tty=1&rows=R&cols=C]: runs a command inside a running job (pgfleet exec).
+// The request body is the command's stdin (up to the API's 1 MiB), unless
+// stdin=stream: then the answer's first frame names a session, and stdin
+// comes in later requests, as long as the command runs:
+//   POST /v1/jobs/{id}/exec/stdin[?eof=1][&rows=R&cols=C]
+//   X-Pgfleet-Exec-Session: <session>      body: the next bytes of stdin
+// (at most 1 MiB waiting: 503 until the command has read it; eof=1 closes
+// its stdin; rows/cols resize its terminal). The session is the capability:
+// 128 random bits, told only to whoever started the command. tty=1 runs the
+// command on a new pseudo-terminal (its controlling terminal, stdin, stdout
+// and stderr), of rows x cols (default 24 x 80), as `pgfleet exec -it`.
+// The answer streams the command's output as frames, then its exit code:
+//   "s <session>\n" (first, stdin=stream only);  "o <n>\n" + n bytes of stdout
+//   (with a tty: everything);  "e <n>\n" + n bytes of stderr;  "x <code>\n" (last)
+// (code: the exit code, or 128 + the signal that killed it; 126/127 when it
+// could not be run, with the reason on stderr).
+//
+// "Inside" means what the job has: a container job's cgroup (so its limits
+// count the command too), its IPC, UTS, network, PID and mount namespaces,
+// its root and working directory, its user, groups and capabilities, no new
+// privileges, and its environment; a process driver job's working directory,
+// user and environment. The command dies with the request: a client that
+// goes away takes it down (the helper is SIGKILLed, the command has
+// PR_SET_PDEATHSIG).
+
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "hostd/api/api_routes.h"
+#include "hostd/drivers/container/container.h"
+#include "hostd/exec/exec_helper.h"
+#include "hostd/exec/exec_session.h"
+
+namespace pgfleet::hostd::routes {
+namespace {
+
+using exec::ExecPlan;
+using exec::kMaxStdinWaiting;
+using exec::Session;
+using exec::Streamed;
+
+// rows and cols of a terminal, each 1-1000 when given; throws SpecError.
+// False when neither is given.
+bool TerminalSize(const httplib::Request& req, winsize* size) {
+  int rows = IntParam(req, "rows");
+  int cols = IntParam(req, "cols");
+  for (auto [name, v] : {std::pair<const char*, int>{"rows", rows}, {"cols", cols}}) {
+    if (v == 0 || v > 1000) {
+      throw model::SpecError(
+          name, std::string(name) + " must be between 1 and 1000 (got " + std::to_string(v) + ")");
+    }
+  }
+  if (rows > 0) size->ws_row = static_cast<unsigned short>(rows);
+  if (cols > 0) size->ws_col = static_cast<unsigned short>(cols);
+  return rows > 0 || cols > 0;
+}
+
+}  // namespace
+
+void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  (void)api;
+  int64_t id;
+  if (!ParseId(JobIdArg(req), &id)) {
+    return net::ErrorResponse(res, 400, "job id must be a positive integer");
+  }
+  winsize size{0, 0, 0, 0};
+  bool resize = false, eof = false;
+  try {
+    std::string e = req.get_param_value("eof");
+    if (!e.empty() && e != "0" && e != "1") {
+      throw model::SpecError("eof", "eof must be 0 or 1 (got '" + e + "')");
+    }
+    eof = e == "1";
+    resize = TerminalSize(req, &size);
+  } catch (const model::SpecError& e) {
+    return net::ErrorResponse(res, 400, e.what());
+  }
+  auto s = Streamed().Find(id, req.get_header_value(kExecSessionHeader));
+  if (!s) {
+    return net::ErrorResponse(res, 404,
+                              "no such exec session for job " + std::to_string(id) +
+                                  " (it ended, or the " + kExecSessionHeader + " header is wrong)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->stdin_eof && (!req.body.empty() || eof) && s->tty < 0) {
+      return net::ErrorResponse(res, 409, "the command's stdin is closed");
+    }
+    if (s->stdin_left.size() + req.body.size() > kMaxStdinWaiting) {
+      res.set_header("Retry-After", "1");
+      return net::ErrorResponse(res, 503,
+                                "the command has not read the stdin sent before: send again later");
+    }
+    s->stdin_left += req.body;
+    if (eof) s->stdin_eof = true;
+    if (resize && s->tty >= 0) {
+      winsize now{};
+      ioctl(s->tty, TIOCGWINSZ, &now);
+      if (size.ws_row == 0) size.ws_row = now.ws_row;
+      if (size.ws_col == 0) size.ws_col = now.ws_col;
+      ioctl(s->tty, TIOCSWINSZ, &size);
+    }
+  }
+  uint64_t one = 1;
+  ssize_t w = write(s->wake, &one, sizeof one);
+  (void)w;
+  res.set_content(R"({"ok":true})", "application/json");
+}
+
+void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  int64_t id;
+  if (!ParseId(JobIdArg(req), &id)) {
+    return net::ErrorResponse(res, 400, "job id must be a positive integer");
+  }
+  int attempt;
+  auto plan = std::make_shared<ExecPlan>();
+  bool streamed = false;
+  winsize size{24, 80, 0, 0};
+  try {
+    attempt = IntParam(req, "attempt");
+    std::string in = req.get_param_value("stdin");
+    if (!in.empty() && in != "body" && in != "stream") {
+      throw model::SpecError("stdin", "stdin must be body or stream (got '" + in + "')");
+    }
+    streamed = in == "stream";
+    std::string tty = req.get_param_value("tty");
+    if (!tty.empty() && tty != "0" && tty != "1") {
+      throw model::SpecError("tty", "tty must be 0 or 1 (got '" + tty + "')");
+    }
+    plan->tty = tty == "1";
+    TerminalSize(req, &size);
+    size_t n = req.get_param_value_count("arg");
+    if (n == 0) throw model::SpecError("arg", "arg: give the command as arg=CMD&arg=ARG...");
+    if (n > 1024) throw model::SpecError("arg", "arg: at most 1024 arguments");
+    for (size_t i = 0; i < n; ++i) {
+      std::string a = req.get_param_value("arg", i);
+      if (a.find('\0') != std::string::npos || (i == 0 && a.empty())) {
+        throw model::SpecError("arg", "arg: the command must be non-empty, without NUL bytes");
+      }
+      plan->argv_store.push_back(a);
+    }
+  } catch (const model::SpecError& e) {
+    return net::ErrorResponse(res, 400, e.what());
+  }
+  if (!AuthorizeJobRequest(api, req, res, net::TicketKind::kExec, id, &attempt)) return;
+  if (!api.supervisor.RunsProcesses()) {
+    return net::ErrorResponse(
+        res, 404,
+        "job " + std::to_string(id) + " runs no process: this host is simulated (driver sim)");
+  }
+  auto info = api.supervisor.Attempt(id, attempt < 0 ? 0 : attempt);
+  if (!info || info->pid <= 0 || !api.supervisor.Live(info->job_id, info->attempt)) {
+    return net::ErrorResponse(res, 409,
+                              "job " + std::to_string(id) +
+                                  " is not running on this host: exec runs commands in "
+                                  "a running job only");
+  }
+  const pid_t pid = info->pid;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (!exec::ReadIdentity(pid, plan.get())) {
+    return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
+  }
+  plan->env_store = exec::ReadEnvironment(pid);
+  plan->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (api.supervisor.capabilities().has_own_root) {
+    for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
+      int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) plan->ns_fds.push_back(fd);
+    }
+    plan->root_fd = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    plan->cgroup_procs = JobCgroupProcsFiles(api.agent.Config().id, info->job_id, info->attempt);
+    if (plan->ns_fds.size() != 5 || plan->root_fd < 0 || plan->cgroup_procs.empty()) {
+      return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
+    }
+  }
+  if (plan->cwd_fd < 0) {
+    return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
+  }
+  for (auto& a : plan->argv_store) plan->argv.push_back(a.data());
+  plan->argv.push_back(nullptr);
+  for (auto& e : plan->env_store) plan->envp.push_back(e.data());
+  plan->envp.push_back(nullptr);
+
+  auto s = std::make_shared<Session>();
+  int child[3] = {-1, -1, -1};
+  int fail[2];
+  std::string why;
+  if (!exec::MakeStreams(plan->tty, size, s.get(), child, &why)) {
+    return net::ErrorResponse(res, 500, why);
+  }
+  s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->wake < 0 || pipe2(fail, O_CLOEXEC) != 0) {
+    int e = errno;
+    exec::CloseChildEnds(child);
+    return net::ErrorResponse(res, 500, std::string("pipe: ") + strerror(e));
+  }
+  pid_t helper = fork();
+  if (helper == 0) {
+    for (int fd : {s->in, s->out, s->err, s->tty, s->wake, fail[0]}) {
+      if (fd >= 0) close(fd);
+    }
+    exec::RunHelper(*plan, child[0], child[1], child[2], fail[1]);
+  }
+  int fork_errno = errno;
+  exec::CloseChildEnds(child);
+  close(fail[1]);
+  s->fail = fail[0];
+  if (helper < 0) return net::ErrorResponse(res, 500, std::string("fork: ") + strerror(fork_errno));
+  s->helper = helper;
+  for (int fd : {s->in, s->out, s->err}) {
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  s->stdin_left = req.body;
+  s->stdin_eof = !streamed;
+  std::string first;
+  if (streamed) first = "s " + Streamed().Add(id, s) + "\n";
+  exec::PutStdin(*s, 0);  // nothing to send and no more coming: EOF on its stdin now
+  api.metrics.Add("pgfleet_host_api_execs_total", 1);
+  std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};
+  res.set_chunked_content_provider("application/x-pgfleet-exec",
+                                   [s, touch, first](size_t, httplib::DataSink& sink) mutable {
+                                     touch();
+                                     if (!first.empty()) {
+                                       if (!sink.write(first.data(), first.size())) return false;
+                                       first.clear();
+                                     }
+                                     return exec::Pump(*s, sink);
+                                   });
+}
+
+}  // namespace pgfleet::hostd::routes

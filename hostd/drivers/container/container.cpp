@@ -1,0 +1,357 @@
+#include "hostd/drivers/container/container.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "hostd/drivers/container/cgroup.h"
+#include "hostd/drivers/container/container_child.h"
+#include "hostd/drivers/container/container_disk.h"
+#include "hostd/drivers/container/container_plan.h"
+
+namespace pgfleet::hostd {
+namespace {
+
+using container::ChildPlan;
+using container::ErrnoText;
+using container::RealPath;
+
+constexpr size_t kChildStackSize = 256 * 1024;
+
+// An owned file descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// Moves fd to a number >= 3 (close-on-exec), so the child's dup2 onto 0..2
+// never clobbers another of the fds it needs, even if hostd runs without stdio.
+int AboveStdio(int fd) {
+  if (fd < 0 || fd >= 3) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  close(fd);
+  return moved;
+}
+
+int KernelCapLast() {
+  int v = CAP_LAST_CAP;
+  Fd fd(open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC));
+  char buf[16] = {};
+  if (fd.get() >= 0 && read(fd.get(), buf, sizeof buf - 1) > 0) v = std::atoi(buf);
+  return v > 0 ? v : CAP_LAST_CAP;
+}
+
+class ContainerExecution : public Execution {
+ public:
+  ContainerExecution(pid_t pid, std::unique_ptr<JobCgroup> cgroup, int memory_mib, std::string ids,
+                     std::unique_ptr<container::JobDisk> disk)
+      : pid_(pid),
+        cgroup_(std::move(cgroup)),
+        memory_mib_(memory_mib),
+        ids_(std::move(ids)),
+        disk_(std::move(disk)) {}
+
+  ~ContainerExecution() override {
+    if (!waited_) {
+      Signal(SIGKILL);
+      Wait();
+    }
+  }
+
+  pid_t pid() const override { return pid_; }
+
+  ExitStatus Wait() override {
+    int status = 0;
+    pid_t r;
+    do {
+      r = waitpid(pid_, &status, 0);
+    } while (r < 0 && errno == EINTR);
+    int wait_errno = errno;
+
+    std::lock_guard<std::mutex> lock(mu_);
+    waited_ = true;
+    ExitStatus s;
+    if (r == pid_) {
+      if (WIFEXITED(status)) s.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) s.signal = WTERMSIG(status);
+    } else {
+      s.error = "lost the job's exit status: waitpid: " + ErrnoText(wait_errno);
+    }
+    // PID 1 is gone, so the kernel has killed the rest of its PID namespace;
+    // read the counters before the cgroup (and them) go away.
+    CgroupUsage u = cgroup_->ReadUsage();
+    cgroup_->Destroy();
+    s.oom_killed = u.oom_kills > 0;
+    s.peak_memory_bytes = u.peak_memory_bytes;
+    s.cpu_seconds = u.cpu_seconds;
+    if (s.oom_killed) s.error = "out of memory (limit " + std::to_string(memory_mib_) + " MiB)";
+    if (disk_) {
+      // Said only of a job that failed: a full disk it coped with is its own.
+      std::string full = disk_->End();
+      bool failed = s.signal != 0 || s.exit_code != 0;
+      if (!full.empty() && failed && s.error.empty()) s.error = full;
+    }
+    spdlog::debug("{} container exited code={} signal={} oom={} peak={} cpu={:.3f}s", ids_,
+                  s.exit_code, s.signal, s.oom_killed, s.peak_memory_bytes, s.cpu_seconds);
+    return s;
+  }
+
+  void Signal(int sig) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waited_) return;
+    if (sig == SIGKILL) {
+      if (!cgroup_->KillAll()) spdlog::warn("{} processes survive SIGKILL", ids_);
+    } else {
+      cgroup_->Signal(sig);
+    }
+  }
+
+ private:
+  const pid_t pid_;
+  std::unique_ptr<JobCgroup> cgroup_;
+  const int memory_mib_;
+  const std::string ids_;
+  const std::unique_ptr<container::JobDisk> disk_;  // null: no disk limit
+  std::mutex mu_;
+  bool waited_ = false;  // guarded by mu_: once true, the cgroup is gone
+};
+
+class ContainerDriver : public Driver {
+ public:
+  ContainerDriver(const CgroupSystem& sys, const DriverOptions& opts, std::string data_dir,
+                  std::string staging_root)
+      : sys_(sys),
+        opts_(opts),
+        context_{std::move(data_dir), opts.job_ids, std::move(staging_root), KernelCapLast()} {}
+
+  ~ContainerDriver() override {
+    // Leave no empty per-host group behind; busy ones stay.
+    DeleteCgroupIfEmpty(sys_, HostCgroupPath(opts_.host_id));
+    DeleteCgroupIfEmpty(sys_, ScopeCgroupPath());
+    DeleteCgroupIfEmpty(sys_, "pgfleet");
+  }
+
+  std::string name() const override { return "container"; }
+
+  std::unique_ptr<Execution> Start(const RunRequest& req) override;
+
+ private:
+  // The descriptors the child keeps until exec (plan.log_fd, stdin_fd, sync_fd).
+  struct ChildFds {
+    Fd log, null, parent_end, child_end;
+  };
+  static void OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds);
+  std::unique_ptr<JobCgroup> MakeCgroup(const RunRequest& req, pid_t pid) const;
+  // Releases the child and learns how its exec went.
+  static void AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
+                        container::JobDisk* disk);
+
+  const CgroupSystem& sys_;
+  const DriverOptions opts_;
+  const container::PlanContext context_;
+};
+
+void ContainerDriver::OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds) {
+  fds->log.reset(OpenJobOutput(req, 0640));
+  if (fds->log.get() < 0) {
+    throw DriverError("cannot open log file " + req.log_path + ": " + ErrnoText(errno));
+  }
+  fds->null.reset(AboveStdio(open("/dev/null", O_RDONLY | O_CLOEXEC)));
+  if (fds->null.get() < 0) throw DriverError("cannot open /dev/null: " + ErrnoText(errno));
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    throw DriverError("socketpair: " + ErrnoText(errno));
+  }
+  fds->parent_end.reset(AboveStdio(sv[0]));
+  fds->child_end.reset(AboveStdio(sv[1]));
+  plan->log_fd = fds->log.get();
+  plan->stdin_fd = fds->null.get();
+  plan->sync_fd = fds->child_end.get();
+}
+
+std::unique_ptr<JobCgroup> ContainerDriver::MakeCgroup(const RunRequest& req, pid_t pid) const {
+  const std::string path =
+      JobCgroupPath(req.host_id.empty() ? opts_.host_id : req.host_id, req.job_id, req.attempt);
+  CgroupLimits limits;
+  limits.memory_bytes = static_cast<int64_t>(req.spec.memory) << 20;
+  limits.cpu_millicores = req.spec.cpu;
+  limits.cpu_hard_limit = req.spec.cpu_hard_limit;
+  limits.pids_max = req.spec.pids_max > 0 ? req.spec.pids_max : model::kDefaultPidsMax;
+  auto cgroup = std::make_unique<JobCgroup>(sys_, path, limits);
+  cgroup->Attach(pid);
+  return cgroup;
+}
+
+// Maps the user namespace the child `pid` just made: ids 0..count-1 inside
+// are range.start.. on the host, for uids and gids. Written by this process
+// (root in the parent namespace), so setgroups stays allowed inside.
+void WriteIdMaps(pid_t pid, const JobIdRange& range) {
+  const std::string line = "0 " + std::to_string(range.start) + " " + std::to_string(range.count) +
+                           "\n";
+  for (const char* map : {"uid_map", "gid_map"}) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/" + map;
+    Fd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd.get() < 0 ||
+        write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw DriverError("container setup failed: writing " + path + " (" + line.substr(0, line.size() - 1) +
+                        "): " + ErrnoText(errno));
+    }
+  }
+}
+
+// The job's work dir as its paused child mounted it, through the child's
+// root (nothing of the job has run yet, so nothing in the path is the job's).
+int OpenMountedWorkDir(pid_t pid, const ChildPlan& plan) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/root" + plan.workdir;
+  int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    throw DriverError("container setup failed: opening the job's disk at " + path + ": " +
+                      ErrnoText(errno));
+  }
+  return fd;
+}
+
+void ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
+                                const RunRequest& req, container::JobDisk* disk) {
+  // Release the child, then learn how its exec went: EOF (the socket closed
+  // on exec) means it is running the job; a report means setup failed, or
+  // that its user namespace waits for its id maps.
+  char go = 'g';
+  send(parent_end, &go, 1, MSG_NOSIGNAL);
+  container::ChildReport report{};
+  size_t got = 0;
+  while (true) {
+    got = 0;
+    while (got < sizeof report) {
+      ssize_t n = recv(parent_end, reinterpret_cast<char*>(&report) + got, sizeof report - got, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != sizeof report || report.step != container::kPaused) break;
+    if (plan.userns) WriteIdMaps(pid, plan.id_range);
+    if (disk) disk->Mounted(OpenMountedWorkDir(pid, plan));
+    char mapped = 'm';
+    send(parent_end, &mapped, 1, MSG_NOSIGNAL);
+  }
+  if (got == 0) return;
+  if (got != sizeof report) throw DriverError("container setup failed: short report from child");
+  if (report.step == container::kExec) {
+    throw DriverError("exec \"" + req.spec.command[0] + "\": " + ErrnoText(report.err));
+  }
+  throw DriverError(container::DescribeFailure(report, plan));
+}
+
+std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
+  const std::string ids = "job=" + std::to_string(req.job_id) +
+                          " attempt=" + std::to_string(req.attempt) +
+                          " host=" + (req.host_id.empty() ? opts_.host_id : req.host_id);
+  ChildPlan plan = container::BuildPlan(req, context_);
+  std::unique_ptr<container::JobDisk> disk;
+  if (req.spec.disk > 0) {
+    disk = container::JobDisk::Make(req.attempt_dir, req.spec.disk, plan.HostUid(), plan.HostGid());
+    plan.disk_device = disk->device();
+  }
+  ChildFds fds;
+  OpenChildFds(req, &plan, &fds);
+
+  int flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+  if (container::WantsNewNetwork(req.spec)) flags |= CLONE_NEWNET;
+  // The child runs on its own copy of this buffer (no CLONE_VM), so it can be
+  // freed as soon as clone() returns here.
+  std::unique_ptr<char[]> stack(new char[kChildStackSize]);
+  pid_t pid = clone(container::ChildMain, stack.get() + kChildStackSize, flags, &plan);
+  if (pid < 0) throw DriverError("clone: " + ErrnoText(errno));
+  stack.reset();
+  fds.child_end.reset();
+  fds.log.reset();
+  fds.null.reset();
+
+  auto reap = [pid] {
+    kill(pid, SIGKILL);
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  };
+  std::unique_ptr<JobCgroup> cgroup;
+  try {
+    cgroup = MakeCgroup(req, pid);
+    AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get());
+  } catch (const std::exception& e) {
+    reap();
+    cgroup.reset();
+    throw DriverError(e.what());
+  }
+  spdlog::debug("{} container started pid={} cgroup={}", ids, pid, cgroup->path());
+  return std::make_unique<ContainerExecution>(pid, std::move(cgroup), req.spec.memory, ids,
+                                              std::move(disk));
+}
+
+}  // namespace
+
+bool ContainerDriverAvailable(std::string* why) {
+  std::string reason;
+  if (geteuid() != 0) {
+    reason = "not running as root (euid " + std::to_string(geteuid()) + ")";
+  } else if (!CgroupSystem::Get(&reason)) {
+    // reason set by Get()
+  }
+  if (reason.empty()) return true;
+  if (why) *why = reason;
+  return false;
+}
+
+std::unique_ptr<Driver> MakeContainerDriver(const DriverOptions& opts) {
+  std::string why;
+  if (!ContainerDriverAvailable(&why)) throw DriverError("container driver unavailable: " + why);
+  const CgroupSystem* sys = CgroupSystem::Get(nullptr);
+  if (!opts.data_dir.empty()) SetCgroupScope(opts.data_dir);
+  {
+    // Unprivileged jobs run in user namespaces, never as host users.
+    Fd fd(open("/proc/sys/user/max_user_namespaces", O_RDONLY | O_CLOEXEC));
+    char buf[24] = {};
+    if (fd.get() >= 0 && read(fd.get(), buf, sizeof buf - 1) > 0 && std::atol(buf) == 0) {
+      throw DriverError(
+          "container driver unavailable: user namespaces are disabled "
+          "(/proc/sys/user/max_user_namespaces is 0), and unprivileged jobs run in their own");
+    }
+  }
+
+  // The host-filesystem root of jobs without a rootfs is assembled on an
+  // empty directory; any mounts on it exist only in each job's namespace.
+  std::string base = opts.data_dir.empty() ? "/run/pgfleet-hostd" : opts.data_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(base + "/container-root", ec);
+  if (ec) {
+    throw DriverError("cannot create " + base + "/container-root: " + ec.message());
+  }
+  std::string data_dir = opts.data_dir.empty() ? std::string() : RealPath(opts.data_dir);
+  std::string staging = RealPath(base + "/container-root");
+  return std::make_unique<ContainerDriver>(*sys, opts, data_dir, staging);
+}
+
+}  // namespace pgfleet::hostd
