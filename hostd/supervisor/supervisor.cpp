@@ -52,10 +52,13 @@ std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options, Sink sink)
+    : Supervisor(options, std::move(sink), MakeRunner(options)) {}
+
+Supervisor::Supervisor(SupervisorOptions options, Sink sink, std::unique_ptr<AttemptRunner> runner)
     : options_(std::move(options)),
       caps_(CapabilitiesOfDriver(options_.driver)),
       sink_(std::move(sink)),
-      runner_(MakeRunner(options_)) {}
+      runner_(std::move(runner)) {}
 
 Supervisor::~Supervisor() {
   // Jobs keep running when hostd goes away (their shims are independent); only

@@ -121,7 +121,10 @@ class Supervisor {
   };
   using Sink = std::function<void(model::Report report)>;
 
+  // The runner for options.driver: a ShimRunner, or the SimRunner for sim.
   Supervisor(SupervisorOptions options, Sink sink);
+  // With a runner of the caller's (tests/hostd_unit: a fake one).
+  Supervisor(SupervisorOptions options, Sink sink, std::unique_ptr<AttemptRunner> runner);
   ~Supervisor();
 
   struct RecoverSummary {
