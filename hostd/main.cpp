@@ -32,12 +32,13 @@
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
 #include "hostd/attempt/collector.h"
+#include "hostd/attempt_runners.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/drivers/driver.h"
-#include "hostd/hollow/sim.h"
-#include "hostd/hollow/hollow.h"
-#include "hostd/hostd_flags.h"
 #include "hostd/fence/lease.h"
+#include "hostd/hollow/hollow.h"
+#include "hostd/hollow/sim.h"
+#include "hostd/hostd_flags.h"
 #include "hostd/shim/shim.h"
 #include "hostd/shim/shim_launcher.h"
 #include "hostd/supervisor/supervisor.h"
@@ -278,7 +279,8 @@ int main(int argc, char** argv) {
   sup_opts.log_forward = f.log_forward;
   sup_opts.job_ids = f.job_ids;
   pgfleet::hostd::Supervisor supervisor(
-      sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); });
+      sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); },
+      pgfleet::hostd::MakeAttemptRunner(sup_opts));
   agent.SetSupervisor(&supervisor);
   supervisor.SetFenceAfter(f.self_fence && f.shim_fence
                                ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)

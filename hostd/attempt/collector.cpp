@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hostd/attempt/attempt_dir.h"
-#include "hostd/supervisor/recovery.h"
+#include "hostd/attempt/outcome.h"
 
 namespace pgfleet::hostd {
 namespace {

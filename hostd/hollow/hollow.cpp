@@ -197,7 +197,8 @@ int RunHollowHosts(const HollowOptions& o, metrics::Registry& metrics,
     so.keep_finished = o.keep_finished;
     Agent* agent = h.agent.get();
     h.supervisor = std::make_unique<Supervisor>(
-        so, [agent](model::Report r) { agent->Enqueue(std::move(r)); });
+        so, [agent](model::Report r) { agent->Enqueue(std::move(r)); },
+        std::make_unique<SimRunner>());
     h.agent->SetSupervisor(h.supervisor.get());
     h.agent->SetWaker([worker] { worker->Wake(); });
     h.agent->BeginLease();

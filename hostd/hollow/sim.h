@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/model/job_spec.h"
-#include "hostd/supervisor/attempt_runner.h"
+#include "hostd/attempt/attempt_runner.h"
 
 namespace pgfleet::hostd {
 

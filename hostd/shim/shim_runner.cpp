@@ -12,8 +12,7 @@
 
 #include "core/util/text.h"
 #include "hostd/output/output_log.h"
-#include "hostd/supervisor/recovery.h"
-#include "hostd/supervisor/supervisor.h"
+#include "hostd/attempt/outcome.h"
 
 namespace pgfleet::hostd {
 

@@ -6,11 +6,11 @@
 // The claim is the directory's mkdir: neither a second dispatch nor a
 // restarted hostd can start the same attempt again. Await waits on one
 // thread per attempt for its shim to go, then reads the recorded outcome
-// (recovery.h, FinalOutcome). Thread-safe.
+// (attempt/outcome.h, FinalOutcome). Thread-safe.
 
 #include <string>
 
-#include "hostd/supervisor/attempt_runner.h"
+#include "hostd/attempt/attempt_runner.h"
 #include "hostd/shim/shim_client.h"
 
 namespace pgfleet::hostd {

@@ -6,9 +6,7 @@
 
 #include "core/util/text.h"
 #include "hostd/attempt/collector.h"
-#include "hostd/hollow/sim.h"
-#include "hostd/supervisor/recovery.h"
-#include "hostd/shim/shim_runner.h"
+#include "hostd/attempt/outcome.h"
 
 namespace pgfleet::hostd {
 
@@ -43,16 +41,7 @@ namespace {
 // what it could not write).
 constexpr int64_t kMinFreeBytesToStart = 1 << 20;
 
-std::unique_ptr<AttemptRunner> MakeRunner(const SupervisorOptions& o) {
-  if (!CapabilitiesOfDriver(o.driver).runs_processes) return std::make_unique<SimRunner>();
-  return std::make_unique<ShimRunner>(ShimClientOptions{
-      o.shim_binary, o.driver, o.data_dir, o.host_id, o.job_nofile, o.start_timeout, o.job_ids});
-}
-
 }  // namespace
-
-Supervisor::Supervisor(SupervisorOptions options, Sink sink)
-    : Supervisor(options, std::move(sink), MakeRunner(options)) {}
 
 Supervisor::Supervisor(SupervisorOptions options, Sink sink, std::unique_ptr<AttemptRunner> runner)
     : options_(std::move(options)),

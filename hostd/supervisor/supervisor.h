@@ -14,7 +14,7 @@
 // second dispatch nor a restarted hostd can start the same attempt again.
 //
 // Jobs outlive hostd: shims run in their own sessions and keep running (and
-// recording) when hostd exits or is killed. Recover() (recovery.h) re-attaches
+// recording) when hostd exits or is killed. Recover() (recovery.cpp) re-attaches
 // a new hostd to what the previous one left (attempt_dir.h has the files and
 // protocol, docs/failures-hostd.md the operator's view).
 //
@@ -40,12 +40,10 @@
 #include "core/model/report.h"
 #include "core/model/states.h"
 #include "hostd/attempt/attempt_dir.h"
-#include "hostd/supervisor/attempt_runner.h"
+#include "hostd/attempt/attempt_runner.h"
 #include "hostd/drivers/driver.h"
 
 namespace pgfleet::hostd {
-
-inline constexpr size_t kOutputTailBytes = 4096;
 
 // The lost report for an attempt the database assigns here of which this
 // host has no trace (its directory holds nothing to re-attach to:
@@ -121,9 +119,8 @@ class Supervisor {
   };
   using Sink = std::function<void(model::Report report)>;
 
-  // The runner for options.driver: a ShimRunner, or the SimRunner for sim.
-  Supervisor(SupervisorOptions options, Sink sink);
-  // With a runner of the caller's (tests/hostd_unit: a fake one).
+  // runner: how attempts run (hostd/attempt_runners.h makes the one for
+  // options.driver; tests/hostd_unit give a fake one).
   Supervisor(SupervisorOptions options, Sink sink, std::unique_ptr<AttemptRunner> runner);
   ~Supervisor();
 

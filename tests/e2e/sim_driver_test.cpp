@@ -25,7 +25,9 @@ using model::ReportKind;
 // A sim supervisor whose reports land here.
 class SimDriverTest : public ::testing::Test {
  protected:
-  SimDriverTest() : supervisor_(Options(), [this](model::Report r) { Add(std::move(r)); }) {}
+  SimDriverTest()
+      : supervisor_(Options(), [this](model::Report r) { Add(std::move(r)); },
+                    std::make_unique<hostd::SimRunner>()) {}
 
   static hostd::SupervisorOptions Options() {
     hostd::SupervisorOptions o;

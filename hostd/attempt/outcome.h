@@ -1,13 +1,15 @@
 #pragma once
 // Reading what hostds (this one or an earlier life) left in <data_dir>/jobs
 // (attempt_dir.h has the layout): which attempts have not reached the
-// database yet, how an attempt ended, the latest attempt of a job on disk,
-// and marking an attempt settled. Supervisor::Recover(), which re-attaches a
-// new hostd to those attempts, is defined in recovery.cpp too.
+// database yet, how an attempt ended (the normal end of every attempt, and
+// the end of one whose shim died), the latest attempt of a job on disk, and
+// marking an attempt settled. Supervisor::Recover()
+// (hostd/supervisor/recovery.cpp) re-attaches a new hostd to those attempts.
 //
 // What must hold: an attempt whose shim is gone always ends with exactly one
 // outcome record, and its job is not left running unwatched (FinalOutcome).
-// These functions keep no state; the supervisor (supervisor.h) calls them,
+// These functions keep no state; the supervisor, the shim runner and the
+// collector call them,
 // from any thread, for directories of attempts it owns.
 
 #include <cstdint>

@@ -28,6 +28,9 @@
 
 namespace pgfleet::hostd {
 
+// How much of an attempt's output its exit report carries (jobs.output_tail).
+inline constexpr size_t kOutputTailBytes = 4096;
+
 class AttemptRunner {
  public:
   enum class Claim {
