@@ -29,6 +29,7 @@
 #include "core/net/http.h"
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
+#include "hostd/attempt_runners.h"
 #include "hostd/hollow/sim.h"
 #include "hostd/supervisor/supervisor.h"
 
@@ -58,7 +59,8 @@ struct Host {
     o.driver = pgfleet::hostd::kSimDriver;
     o.keep_finished = std::chrono::milliseconds(0);  // memory stays flat
     supervisor = std::make_unique<pgfleet::hostd::Supervisor>(
-        o, [this](pgfleet::model::Report r) { agent->Enqueue(std::move(r)); });
+        o, [this](pgfleet::model::Report r) { agent->Enqueue(std::move(r)); },
+        pgfleet::hostd::MakeAttemptRunner(o));
     agent->SetSupervisor(supervisor.get());
     pgfleet::net::PrepareServer(server);
     pgfleet::hostd::InstallApi(server, *supervisor, *agent, kToken, metrics);
