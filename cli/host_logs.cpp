@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/hostapi/hostapi.h"
 #include "core/net/endpoint.h"
 #include "core/net/http.h"
 #include "core/net/ticket.h"
@@ -57,8 +58,7 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
       auto ep = net::MakeEndpoint(api_url, token, 5);
       auto& client = ep.client;
       client->set_read_timeout(ReadTimeoutSeconds(), 0);
-      std::string path = ep.prefix + "/v1/jobs/" + std::to_string(job) +
-                         "/logs?attempt=" + std::to_string(attempt);
+      std::string path = ep.prefix + hostapi::LogsPath(job, attempt);
       if (follow) path += "&follow=1";
       if (out.bytes > 0) {
         path += "&offset=" + std::to_string(next);  // resume after what we have

@@ -22,6 +22,7 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/queries.h"
+#include "core/hostapi/hostapi.h"
 #include "core/net/endpoint.h"
 #include "core/net/http.h"
 #include "core/net/ticket.h"
@@ -31,20 +32,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string UrlEncode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
+using hostapi::UrlEncode;
 
 // Where to ask, and with what: the host's API and a ticket of `kind`, or the
 // cluster token when the database gives no ticket.
@@ -118,9 +106,7 @@ int CmdFs(const std::vector<std::string>& args) {
   std::string path = pos.size() == 2 ? pos[1] : "/";
   auto conn = cmd.Connect();
   HostRequest r = Prepare(cmd, *conn, id, attempt, "fs", 30);
-  std::string target = r.ep.prefix + "/v1/jobs/" + std::to_string(id) +
-                       "/fs?path=" + UrlEncode(path) +
-                       (attempt > 0 ? "&attempt=" + std::to_string(attempt) : "");
+  std::string target = r.ep.prefix + hostapi::FsPath(id, path, attempt);
   // A file streams to stdout as it comes; a listing or an error is read whole.
   int status = 0;
   bool raw = false;
@@ -216,7 +202,7 @@ class StdinSender {
  public:
   StdinSender(const HostRequest& r, int64_t job, std::string session, bool forward_stdin, bool tty)
       : ep_(net::MakeEndpoint(r.api_url, r.token, 10)),
-        path_(ep_.prefix + "/v1/jobs/" + std::to_string(job) + "/exec/stdin"),
+        path_(ep_.prefix + hostapi::ExecStdinPath(job)),
         session_(std::move(session)),
         forward_stdin_(forward_stdin),
         tty_(tty) {
@@ -302,7 +288,7 @@ int CmdExec(const std::vector<std::string>& all_args) {
   HostRequest r = Prepare(cmd, *conn, id, attempt, "exec", 10);
   // A command may be quiet for long: only a silent host for an hour ends it.
   r.ep.client->set_read_timeout(3600, 0);
-  std::string target = r.ep.prefix + "/v1/jobs/" + std::to_string(id) + "/exec?";
+  std::string target = r.ep.prefix + hostapi::ExecPath(id);
   if (attempt > 0) target += "attempt=" + std::to_string(attempt) + "&";
   if (interactive || tty) target += "stdin=stream&";
   int rows = 0, cols = 0;

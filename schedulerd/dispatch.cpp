@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/hostapi/hostapi.h"
 #include "core/net/ticket.h"
 #include "schedulerd/store.h"
 
@@ -85,43 +86,19 @@ void Dispatcher::Deliverer() {
 
 std::vector<std::string> DispatchBodies(const std::string& host_id, const HostTarget& target,
                                         int64_t now, size_t max_bytes, std::vector<size_t>* first) {
-  static const std::string kHead = R"({"jobs":[)", kTail = "]}";
-  const std::vector<Dispatch>& jobs = target.jobs;
-  std::vector<std::string> bodies;
-  first->clear();
-  std::string body;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const Dispatch& d = jobs[i];
-    // Built as text: the spec is already JSON, and the uid and ticket are
-    // quoted by the JSON library.
-    std::string item = R"({"job":)" + std::to_string(d.job_id) + R"(,"attempt":)" +
-                       std::to_string(d.attempt) + R"(,"spec":)" + d.spec;
-    if (!d.uid.empty()) item += R"(,"uid":)" + json(d.uid).dump();
+  std::vector<hostapi::OutgoingJob> out;
+  out.reserve(target.jobs.size());
+  for (const Dispatch& d : target.jobs) {
+    hostapi::OutgoingJob o{d.job_id, d.attempt, d.spec, d.uid, ""};
     // A host without a key gets no ticket and refuses the job (400): it goes back to pending.
     if (net::IsTicketKey(target.ticket_key)) {
-      item += R"(,"ticket":)" +
-              json(net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
-                                    d.privileged, now + net::kTicketSeconds, ""},
-                                   target.ticket_key))
-                  .dump();
+      o.ticket = net::SignTicket({net::TicketKind::kDispatch, host_id, d.job_id, d.attempt,
+                                  d.privileged, now + net::kTicketSeconds, ""},
+                                 target.ticket_key);
     }
-    item += '}';
-    bool open = !body.empty();
-    if (open && body.size() + 1 + item.size() + kTail.size() > max_bytes) {
-      bodies.push_back(body + kTail);
-      body.clear();
-      open = false;
-    }
-    if (!open) {
-      first->push_back(i);
-      body = kHead;
-    } else {
-      body += ',';
-    }
-    body += item;
+    out.push_back(std::move(o));
   }
-  if (!body.empty()) bodies.push_back(body + kTail);
-  return bodies;
+  return hostapi::EncodeDispatch(out, max_bytes, first);
 }
 
 Delivery DeliveryOf(const httplib::Result& res, const std::string& api_url) {
@@ -158,7 +135,7 @@ std::vector<Delivery> Dispatcher::Send(const std::string& host_id, const HostTar
     Delivery outcome;
     try {
       outcome =
-          DeliveryOf(pool_.Post(target.api_url, "/v1/jobs", bodies[b], timeout), target.api_url);
+          DeliveryOf(pool_.Post(target.api_url, hostapi::kJobsPath, bodies[b], timeout), target.api_url);
     } catch (const std::exception& e) {  // a bad api_url: nothing was sent
       outcome = {Delivery::Kind::kFailed, e.what()};
     }

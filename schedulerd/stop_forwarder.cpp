@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/hostapi/hostapi.h"
 #include "core/net/ticket.h"
 #include "core/util/backoff.h"
 
@@ -93,8 +94,7 @@ void StopForwarder::Sender(const std::string& host) {
 }
 
 void StopForwarder::Post(const store::StopToForward& s) {
-  std::string path = "/v1/jobs/" + std::to_string(s.job_id) + "/stop?attempt=" +
-                     std::to_string(s.attempt) + (s.force ? "&force=1" : "");
+  std::string path = hostapi::StopPath(s.job_id, s.attempt, s.force);
   try {
     httplib::Headers headers;
     if (net::IsTicketKey(s.ticket_key)) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "core/hostapi/hostapi.h"
 #include "core/model/job_spec.h"
 #include "hostd/api/api_routes.h"
 
@@ -235,14 +236,14 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
       if (const Api* api = resolve(req, res)) handler(*api, req, res);
     };
   };
-  server.Post(prefix + "/v1/jobs", route(routes::HandleStartJobs));
-  server.Get(prefix + "/v1/jobs", route(HandleListJobs));
-  server.Get(prefix + R"(/v1/jobs/([^/]+))", route(HandleGetJob));
-  server.Post(prefix + R"(/v1/jobs/([^/]+)/stop)", route(HandleStopJob));
-  server.Get(prefix + R"(/v1/jobs/([^/]+)/logs)", route(HandleLogs));
-  server.Get(prefix + R"(/v1/jobs/([^/]+)/fs)", route(routes::HandleFs));
-  server.Post(prefix + R"(/v1/jobs/([^/]+)/exec)", route(routes::HandleExec));
-  server.Post(prefix + R"(/v1/jobs/([^/]+)/exec/stdin)", route(routes::HandleExecStdin));
+  server.Post(prefix + hostapi::kJobsPath, route(routes::HandleStartJobs));
+  server.Get(prefix + hostapi::kJobsPath, route(HandleListJobs));
+  server.Get(prefix + hostapi::kJobRoute, route(HandleGetJob));
+  server.Post(prefix + hostapi::kStopRoute, route(HandleStopJob));
+  server.Get(prefix + hostapi::kLogsRoute, route(HandleLogs));
+  server.Get(prefix + hostapi::kFsRoute, route(routes::HandleFs));
+  server.Post(prefix + hostapi::kExecRoute, route(routes::HandleExec));
+  server.Post(prefix + hostapi::kExecStdinRoute, route(routes::HandleExecStdin));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "core/hostapi/hostapi.h"
 #include "core/model/job_spec.h"
 #include "core/model/json_limits.h"
 #include "hostd/api/api_routes.h"
@@ -20,65 +21,12 @@ using nlohmann::json;
 // Starts of one dispatched batch run this many at a time.
 constexpr size_t kParallelStarts = 4;
 
-struct StartItem {
-  int64_t job = 0;
-  int attempt = 0;
-  model::JobSpec spec;
-  std::string refused;  // why its spec is refused; empty = it is fine
-  std::string ticket;   // signed by the scheduler for this host, job and attempt
-};
+using StartItem = hostapi::IncomingJob;
 
-// Parses the whole batch first. A batch that is not one (not JSON, no jobs
-// array, an item without a job id or attempt) starts nothing: throws
-// SpecError. A bad spec refuses only its own item: one job's spec must never
-// cost the batch's other jobs their start.
+// The whole batch first (hostapi::DecodeDispatch): a body that is not one
+// starts nothing; a bad spec refuses only its own item.
 std::vector<StartItem> ParseStartBatch(const std::string& body) {
-  json j;
-  try {
-    j = model::ParseBoundedJson(body, "body");
-  } catch (const model::JsonError& e) {
-    throw model::SpecError("body", e.what());
-  }
-  if (!j.is_object() || !j.contains("jobs") || !j["jobs"].is_array()) {
-    throw model::SpecError("jobs", "body must be an object with a \"jobs\" array");
-  }
-  std::vector<StartItem> items;
-  size_t i = 0;
-  for (const auto& e : j["jobs"]) {
-    std::string at = "jobs[" + std::to_string(i++) + "]";
-    if (!e.is_object()) throw model::SpecError(at, at + " must be an object");
-    if (!e.contains("job") || !e["job"].is_number_integer() || e["job"].get<int64_t>() <= 0) {
-      throw model::SpecError(at + ".job", at + ".job must be an integer > 0");
-    }
-    if (!e.contains("attempt") || !e["attempt"].is_number_integer() ||
-        e["attempt"].get<int64_t>() <= 0 || e["attempt"].get<int64_t>() > INT32_MAX) {
-      throw model::SpecError(at + ".attempt", at + ".attempt must be an integer > 0");
-    }
-    if (!e.contains("spec")) throw model::SpecError(at + ".spec", at + ".spec is required");
-    std::string uid;
-    if (e.contains("uid") && !e["uid"].is_null()) {
-      if (!e["uid"].is_string() || e["uid"].get<std::string>().size() > 64) {
-        throw model::SpecError(at + ".uid", at + ".uid must be a string of at most 64 characters");
-      }
-      uid = e["uid"].get<std::string>();
-    }
-    StartItem item;
-    item.job = e["job"].get<int64_t>();
-    item.attempt = e["attempt"].get<int>();
-    if (!e.contains("ticket") || !e["ticket"].is_string()) {
-      throw model::SpecError(at + ".ticket", at + ".ticket is required: a string the scheduler "
-                                                  "signs for this host, job and attempt");
-    }
-    item.ticket = e["ticket"].get<std::string>();
-    try {
-      item.spec = model::ParseJobSpec(e["spec"]);
-      item.spec.uid = uid;
-    } catch (const model::SpecError& err) {
-      item.refused = std::string("invalid job spec: ") + err.what();
-    }
-    items.push_back(std::move(item));
-  }
-  return items;
+  return hostapi::DecodeDispatch(body);
 }
 
 const char* StartStatus(Supervisor::StartResult r) {
