@@ -9,6 +9,7 @@
 
 #include "core/hostapi/hostapi.h"
 #include "core/net/ticket.h"
+#include "core/util/mutex.h"
 #include "schedulerd/store.h"
 
 namespace pgfleet::schedulerd {
@@ -45,7 +46,7 @@ Dispatcher::Dispatcher(std::string dsn, std::string token, int timeout_seconds,
 
 Dispatcher::~Dispatcher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     closing_ = true;
   }
   submitted_.notify_all();
@@ -57,8 +58,8 @@ void Dispatcher::Submit(Targets targets) {
   for (const auto& [host, target] : targets) any = any || !target.jobs.empty();
   if (!any) return;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    taken_.wait(lock, [this] { return waiting_.size() < kMaxWaiting; });
+    util::MutexLock lock(mu_);
+    taken_.wait(lock, [this] { mu_.AssertHeld(); return waiting_.size() < kMaxWaiting; });
     waiting_.push_back(std::move(targets));
   }
   submitted_.notify_one();
@@ -68,8 +69,8 @@ void Dispatcher::Deliverer() {
   for (;;) {
     Targets targets;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      submitted_.wait(lock, [this] { return closing_ || !waiting_.empty(); });
+      util::MutexLock lock(mu_);
+      submitted_.wait(lock, [this] { mu_.AssertHeld(); return closing_ || !waiting_.empty(); });
       if (waiting_.empty()) return;  // closing, and everything delivered
       targets = std::move(waiting_.front());
       waiting_.pop_front();
@@ -219,7 +220,7 @@ void Dispatcher::Deliver(const Targets& targets) {
     if (!taken || o.target->suspensions != 0) to_record.push_back(std::move(o));
   }
   if (to_record.empty()) return;
-  std::lock_guard<std::mutex> lock(record_mu_);
+  util::MutexLock lock(record_mu_);
   pqxx::connection* conn = record_conn_.Get();
   if (!conn) {
     // Jobs that were not taken stay assigned: hostd's reconcile starts them,

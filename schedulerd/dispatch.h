@@ -29,11 +29,9 @@
 // 1,000 TCP handshakes.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <string>
@@ -44,6 +42,7 @@
 #include "core/db/deadline.h"
 #include "core/metrics/metrics.h"
 #include "core/net/client_pool.h"
+#include "core/util/mutex.h"
 #include "schedulerd/stop_forwarder.h"
 
 namespace pgfleet::schedulerd {
@@ -164,14 +163,14 @@ class Dispatcher {
   net::ClientPool pool_;
   StopForwarder stops_;  // uses pool_
 
-  std::mutex record_mu_;
-  db::ReconnectingConnection record_conn_;  // guarded by record_mu_
+  util::Mutex record_mu_;
+  db::ReconnectingConnection record_conn_ GUARDED_BY(record_mu_);
 
-  std::mutex mu_;
-  std::condition_variable submitted_;  // a submission waits, or closing_
-  std::condition_variable taken_;      // a submission was taken
-  std::deque<Targets> waiting_;        // guarded by mu_
-  bool closing_ = false;               // guarded by mu_
+  util::Mutex mu_;
+  util::CondVar submitted_;  // a submission waits, or closing_
+  util::CondVar taken_;      // a submission was taken
+  std::deque<Targets> waiting_ GUARDED_BY(mu_);
+  bool closing_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> deliverers_;
 };
 

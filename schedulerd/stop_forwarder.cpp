@@ -8,6 +8,7 @@
 #include "core/hostapi/hostapi.h"
 #include "core/net/ticket.h"
 #include "core/util/backoff.h"
+#include "core/util/mutex.h"
 
 namespace pgfleet::schedulerd {
 namespace {
@@ -21,18 +22,18 @@ StopForwarder::StopForwarder(net::ClientPool& pool, int timeout_seconds, metrics
     : pool_(pool), timeout_seconds_(timeout_seconds), metrics_(metrics) {}
 
 StopForwarder::~StopForwarder() {
-  std::unique_lock<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   for (auto& [host, queue] : queues_) queue.stops.clear();  // what waits is not sent at exit
-  idle_.wait(lock, [&] { return senders_ == 0; });
+  idle_.wait(lock, [&] { mu_.AssertHeld(); return senders_ == 0; });
 }
 
 int64_t StopForwarder::sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   return posted_;
 }
 
 void StopForwarder::Forward(const std::vector<store::StopToForward>& stops, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::set<std::pair<int64_t, int>> wanted;
   for (const auto& s : stops) {
     auto key = std::make_pair(s.job_id, s.attempt);
@@ -70,7 +71,7 @@ void StopForwarder::Sender(const std::string& host) {
   while (true) {
     store::StopToForward s;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       HostQueue& queue = queues_[host];
       if (queue.stops.empty()) {
         queues_.erase(host);

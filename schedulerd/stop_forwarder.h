@@ -10,11 +10,9 @@
 // hostd's reconcile reads desired_state and stops the job itself.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -22,6 +20,7 @@
 
 #include "core/metrics/metrics.h"
 #include "core/net/client_pool.h"
+#include "core/util/mutex.h"
 #include "schedulerd/store.h"
 
 namespace pgfleet::schedulerd {
@@ -58,16 +57,16 @@ class StopForwarder {
   net::ClientPool& pool_;
   int timeout_seconds_;
   metrics::Registry& metrics_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_;  // a sender ended
-  std::map<std::pair<int64_t, int>, Sent> sent_;                   // guarded by mu_
+  mutable util::Mutex mu_;
+  util::CondVar idle_;  // a sender ended
+  std::map<std::pair<int64_t, int>, Sent> sent_ GUARDED_BY(mu_);
   struct HostQueue {
     std::deque<store::StopToForward> stops;
     bool sending = false;  // its sender thread runs
   };
-  std::map<std::string, HostQueue> queues_;  // guarded by mu_
-  int senders_ = 0;                                                 // guarded by mu_
-  int64_t posted_ = 0;                                              // guarded by mu_
+  std::map<std::string, HostQueue> queues_ GUARDED_BY(mu_);
+  int senders_ GUARDED_BY(mu_) = 0;
+  int64_t posted_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pgfleet::schedulerd

@@ -4,11 +4,11 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::db {
 namespace {
@@ -32,7 +32,7 @@ class Watchdog {
   }
 
   uint64_t Arm(int fd, std::chrono::milliseconds limit, std::string who) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     uint64_t id = ++last_id_;
     auto at = Clock::now() + limit;
     armed_.emplace(id, Armed{fd, at, limit, std::move(who)});
@@ -47,7 +47,7 @@ class Watchdog {
   }
 
   void Renew(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = armed_.find(id);
     if (it != armed_.end()) it->second.at = Clock::now() + it->second.limit;
   }
@@ -55,7 +55,7 @@ class Watchdog {
   // After it returns the socket is never shut down by this entry: firing
   // happens under the same lock.
   void Disarm(uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     armed_.erase(id);
   }
 
@@ -63,7 +63,7 @@ class Watchdog {
 
  private:
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     for (;;) {
       Clock::time_point next = Clock::time_point::max();
       auto now = Clock::now();
@@ -94,12 +94,13 @@ class Watchdog {
     shutdown(a.fd, SHUT_RDWR);
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Armed> armed_;
-  uint64_t last_id_ = 0;
-  bool thread_started_ = false;
-  Clock::time_point wake_at_ = Clock::time_point::min();  // when the thread wakes next
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::map<uint64_t, Armed> armed_ GUARDED_BY(mu_);
+  uint64_t last_id_ GUARDED_BY(mu_) = 0;
+  bool thread_started_ GUARDED_BY(mu_) = false;
+  // when the thread wakes next
+  Clock::time_point wake_at_ GUARDED_BY(mu_) = Clock::time_point::min();
 };
 
 }  // namespace

@@ -2,29 +2,31 @@
 
 #include <cstdio>
 
+#include "core/util/mutex.h"
+
 namespace pgfleet::metrics {
 
 void Registry::Describe(const std::string& name, const std::string& help) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   metrics_[name].help = help;
 }
 
 void Registry::Add(const std::string& name, double delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   Metric& m = metrics_[name];
   m.value += delta;
   m.counter = true;
 }
 
 void Registry::Set(const std::string& name, double value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   Metric& m = metrics_[name];
   m.value = value;
   m.counter = false;
 }
 
 std::string Registry::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::string out;
   char value[64];
   for (const auto& [name, m] : metrics_) {

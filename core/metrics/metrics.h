@@ -5,8 +5,9 @@
 // has touched it and a gauge once Set() has.
 
 #include <map>
-#include <mutex>
 #include <string>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::metrics {
 
@@ -24,8 +25,8 @@ class Registry {
     bool counter = false;
     std::string help;
   };
-  mutable std::mutex mu_;
-  std::map<std::string, Metric> metrics_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  std::map<std::string, Metric> metrics_ GUARDED_BY(mu_);
 };
 
 }  // namespace pgfleet::metrics

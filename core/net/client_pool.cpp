@@ -2,6 +2,7 @@
 
 #include "core/net/endpoint.h"
 #include "core/net/http.h"
+#include "core/util/mutex.h"
 
 namespace pgfleet::net {
 
@@ -11,9 +12,9 @@ ClientPool::ClientPool(std::string token, Options options)
 ClientPool::~ClientPool() = default;
 
 std::unique_ptr<httplib::Client> ClientPool::Acquire(const std::string& origin) {
-  std::unique_lock<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   Origin& o = origins_[origin];
-  freed_.wait(lock, [&] { return o.in_use < options_.max_per_origin; });
+  freed_.wait(lock, [&] { mu_.AssertHeld(); return o.in_use < options_.max_per_origin; });
   ++o.in_use;
   auto now = Clock::now();
   while (!o.idle.empty()) {
@@ -33,7 +34,7 @@ std::unique_ptr<httplib::Client> ClientPool::Acquire(const std::string& origin) 
 void ClientPool::Release(const std::string& origin, std::unique_ptr<httplib::Client> client,
                          bool reuse) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     Origin& o = origins_[origin];
     --o.in_use;
     if (reuse && client) o.idle.push_back({std::move(client), Clock::now()});
@@ -63,7 +64,7 @@ httplib::Result ClientPool::Post(const std::string& base_url, const std::string&
 }
 
 int ClientPool::OpenConnections() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   int n = 0;
   for (const auto& [origin, o] : origins_) n += o.in_use + static_cast<int>(o.idle.size());
   return n;

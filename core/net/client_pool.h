@@ -14,12 +14,12 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::net {
 
@@ -59,9 +59,9 @@ class ClientPool {
 
   const std::string token_;
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable freed_;
-  std::map<std::string, Origin> origins_;  // guarded by mu_
+  mutable util::Mutex mu_;
+  util::CondVar freed_;
+  std::map<std::string, Origin> origins_ GUARDED_BY(mu_);
 };
 
 }  // namespace pgfleet::net

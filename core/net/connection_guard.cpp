@@ -12,6 +12,8 @@
 #include <set>
 #include <vector>
 
+#include "core/util/mutex.h"
+
 namespace pgfleet::net {
 namespace {
 
@@ -92,14 +94,14 @@ void ConnectionGuard::Stop() {
 }
 
 void ConnectionGuard::Busy(const httplib::Request& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto& c = conns_[KeyOf(req.remote_addr, req.remote_port)];
   c.busy = true;
   c.since = Clock::now();
 }
 
 void ConnectionGuard::Idle(const httplib::Request& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto& c = conns_[KeyOf(req.remote_addr, req.remote_port)];
   c.busy = false;
   c.since = Clock::now();
@@ -108,7 +110,7 @@ void ConnectionGuard::Idle(const httplib::Request& req) {
 std::function<void()> ConnectionGuard::Toucher(const httplib::Request& req) {
   std::string key = KeyOf(req.remote_addr, req.remote_port);
   return [this, key] {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     auto it = conns_.find(key);
     if (it != conns_.end()) it->second.since = Clock::now();
   };
@@ -138,7 +140,7 @@ void ConnectionGuard::Scan() {
   }
   std::map<std::string, std::pair<int, const char*>> cut;  // key -> fd, why
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     std::set<std::string> live;
     for (const auto& s : seen) {
       live.insert(s.key);
@@ -158,6 +160,7 @@ void ConnectionGuard::Scan() {
     std::vector<const Seen*> by_age;
     for (const auto& s : seen) by_age.push_back(&s);
     std::stable_sort(by_age.begin(), by_age.end(), [&](const Seen* a, const Seen* b) {
+      mu_.AssertHeld();  // called by the sort, under the lock taken above
       return conns_[a->key].since < conns_[b->key].since;
     });
     std::map<std::string, int> per_peer;

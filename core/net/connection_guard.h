@@ -31,9 +31,10 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::net {
 
@@ -82,8 +83,8 @@ class ConnectionGuard {
 
   ConnectionLimits limits_;
   int port_ = -1;
-  std::mutex mu_;
-  std::map<std::string, Conn> conns_;  // by "peer-ip:peer-port"; guarded by mu_
+  util::Mutex mu_;
+  std::map<std::string, Conn> conns_ GUARDED_BY(mu_);  // by "peer-ip:peer-port"
   std::atomic<bool> stop_{false};
   std::atomic<long> cut_{0};
   std::thread watcher_;

@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/util/mutex.h"
+
 namespace pgfleet::net {
 
 namespace {
@@ -251,7 +253,7 @@ ReplayGuard::~ReplayGuard() {
 }
 
 bool ReplayGuard::journal_ok() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   return journal_ok_;
 }
 
@@ -281,7 +283,7 @@ void ReplayGuard::Prune(int64_t now) {
 }
 
 bool ReplayGuard::FirstUse(const Ticket& t, int64_t now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (now >= next_prune_) Prune(now);
   if (!seen_.emplace(t.nonce, t.expires).second) return false;
   if (fd_ >= 0) {

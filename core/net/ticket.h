@@ -15,10 +15,11 @@
 // The HMAC covers everything before its ':'.
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::net {
 
@@ -89,11 +90,11 @@ class ReplayGuard {
   bool journal_ok() const;
 
  private:
-  void Prune(int64_t now);    // mu_ held
-  void Compact();             // mu_ held: the journal rewritten with what is remembered
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, int64_t> seen_;  // nonce -> expiry
-  int64_t next_prune_ = 0;
+  void Prune(int64_t now) REQUIRES(mu_);
+  void Compact() REQUIRES(mu_);  // the journal rewritten with what is remembered
+  mutable util::Mutex mu_;
+  std::unordered_map<std::string, int64_t> seen_ GUARDED_BY(mu_);  // nonce -> expiry
+  int64_t next_prune_ GUARDED_BY(mu_) = 0;
   std::string journal_;
   int fd_ = -1;
   size_t journal_lines_ = 0;

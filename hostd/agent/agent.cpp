@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/db/deadline.h"
+#include "core/util/mutex.h"
 #include "hostd/attempt/collector.h"
 
 namespace pgfleet::hostd {
@@ -46,7 +47,7 @@ void Agent::SetTtl(int64_t ttl_ms) {
 
 void Agent::Enqueue(model::Report report) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     queue_.push_back(std::move(report));
     wake_ = true;
   }
@@ -56,7 +57,7 @@ void Agent::Enqueue(model::Report report) {
 
 void Agent::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     wake_ = true;
   }
   cv_.notify_one();
@@ -64,7 +65,7 @@ void Agent::Wake() {
 }
 
 bool Agent::TakeWake() {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   bool was = wake_;
   wake_ = false;
   return was;
@@ -288,15 +289,15 @@ void Agent::Run(const std::atomic<bool>& stop, const std::function<void()>& begi
     pqxx::connection* conn = conn_.Get();
     if (!conn) {
       NoteStepFailed(nullptr);
-      std::unique_lock<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
     try {
       if (conn_.TakeReconnected()) NoteReconnected();
       auto next = Step(*conn);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, next, [&] { return wake_ || stop; });
+      util::MutexLock lock(mu_);
+      cv_.wait_until(lock, next, [&] { mu_.AssertHeld(); return wake_ || stop; });
       wake_ = false;
     } catch (const pqxx::broken_connection& e) {
       NoteStepFailed(nullptr);

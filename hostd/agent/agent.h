@@ -16,15 +16,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include "core/db/connection.h"
 #include "core/model/report.h"
 #include "core/net/http.h"
+#include "core/util/mutex.h"
 #include "hostd/agent/host_config.h"
 #include "hostd/fence/lease.h"
 #include "hostd/agent/store.h"
@@ -159,10 +158,10 @@ class Agent {
   bool fenced_ = false;
   std::string fence_reason_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<model::Report> queue_;  // guarded by mu_; sent oldest first
-  bool wake_ = false;                // guarded by mu_
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::deque<model::Report> queue_ GUARDED_BY(mu_);  // sent oldest first
+  bool wake_ GUARDED_BY(mu_) = false;
   bool wake_schedulers_ =
       false;  // reports freed resources while a scheduler sleeps, no wake sent yet (agent thread)
 };

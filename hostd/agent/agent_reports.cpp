@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/util/mutex.h"
 #include "core/util/text.h"
 #include "hostd/agent/agent.h"
 
@@ -17,7 +18,7 @@ constexpr size_t kReportBatch = 500;
 bool Agent::Flush(pqxx::connection& conn) {
   std::vector<model::Report> batch;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     while (!queue_.empty() && batch.size() < kReportBatch) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
@@ -32,7 +33,7 @@ bool Agent::Flush(pqxx::connection& conn) {
     Deliver(conn, batch, 0, batch.size(), &settled);
   } catch (...) {
     // Keep what is left, in order, for the next try.
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     for (size_t i = batch.size(); i > settled; --i) queue_.push_front(std::move(batch[i - 1]));
     throw;
   }

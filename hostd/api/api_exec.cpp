@@ -30,8 +30,8 @@
 
 #include <cstring>
 #include <memory>
-#include <mutex>
 
+#include "core/util/mutex.h"
 #include "hostd/api/api_routes.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/exec/exec_helper.h"
@@ -88,7 +88,7 @@ void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Respo
                                   " (it ended, or the " + kExecSessionHeader + " header is wrong)");
   }
   {
-    std::lock_guard<std::mutex> lock(s->mu);
+    util::MutexLock lock(s->mu);
     if (s->stdin_eof && (!req.body.empty() || eof) && s->tty < 0) {
       return net::ErrorResponse(res, 409, "the command's stdin is closed");
     }
@@ -216,8 +216,11 @@ void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& 
   for (int fd : {s->in, s->out, s->err}) {
     if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
-  s->stdin_left = req.body;
-  s->stdin_eof = !streamed;
+  {
+    util::MutexLock lock(s->mu);  // not shared yet, but the fields are the lock's
+    s->stdin_left = req.body;
+    s->stdin_eof = !streamed;
+  }
   std::string first;
   if (streamed) first = "s " + Streamed().Add(id, s) + "\n";
   exec::PutStdin(*s, 0);  // nothing to send and no more coming: EOF on its stdin now

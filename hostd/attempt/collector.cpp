@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/attempt/outcome.h"
 
@@ -124,7 +125,7 @@ int Collector::RunOnce() {
 
 bool Collector::Collect(int64_t job, int attempt, int64_t ended, int64_t now) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (held_.count({job, attempt})) return false;  // its log is being read
     // Remembered (and written down) before the directory goes: from here on
     // a dispatch of it is refused and its log reported collected.
@@ -151,7 +152,7 @@ bool Collector::Collect(int64_t job, int attempt, int64_t ended, int64_t now) {
 }
 
 std::optional<Collector::Collected> Collector::Find(int64_t job, int* attempt) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (*attempt > 0) {
     auto it = collected_.find({job, *attempt});
     if (it == collected_.end()) return std::nullopt;
@@ -166,10 +167,10 @@ std::optional<Collector::Collected> Collector::Find(int64_t job, int* attempt) c
 }
 
 std::shared_ptr<void> Collector::Hold(int64_t job, int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   ++held_[{job, attempt}];
   return std::shared_ptr<void>(nullptr, [this, job, attempt](void*) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (--held_[{job, attempt}] == 0) held_.erase({job, attempt});
   });
 }

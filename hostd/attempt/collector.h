@@ -21,12 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "core/metrics/metrics.h"
+#include "core/util/mutex.h"
 
 namespace pgfleet::hostd {
 
@@ -72,9 +72,9 @@ class Collector {
 
   const CollectorOptions options_;
   metrics::Registry& metrics_;
-  mutable std::mutex mu_;
-  std::map<std::pair<int64_t, int>, Collected> collected_;  // guarded by mu_
-  std::map<std::pair<int64_t, int>, int> held_;             // guarded by mu_
+  mutable util::Mutex mu_;
+  std::map<std::pair<int64_t, int>, Collected> collected_ GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int>, int> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace pgfleet::hostd

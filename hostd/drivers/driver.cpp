@@ -5,10 +5,10 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <mutex>
 
 #include "core/model/constants.h"
 
+#include "core/util/mutex.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/drivers/process/process.h"
 
@@ -65,8 +65,8 @@ std::string FormatJobIdRange(const JobIdRange& range) {
 
 std::string JobIdRangeConflict(const JobIdRange& range) {
   // getpwent and getgrent walk one shared cursor each.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static util::Mutex mu;
+  util::MutexLock lock(mu);
   auto inside = [&range](unsigned long id) {
     return id >= range.start && id - range.start < range.count;
   };

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "core/util/mutex.h"
 #include "hostd/exec/exec_helper.h"
 
 namespace pgfleet::hostd::exec {
@@ -39,7 +40,7 @@ std::string StreamedSessions::Add(int64_t job, const std::shared_ptr<Session>& s
     secret += hex[c >> 4];
     secret += hex[c & 15];
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   for (auto it = entries_.begin(); it != entries_.end();) {
     it = it->second.session.expired() ? entries_.erase(it) : std::next(it);
   }
@@ -57,7 +58,7 @@ std::shared_ptr<Session> StreamedSessions::Find(int64_t job, const std::string& 
     index = index * 10 + static_cast<uint64_t>(name[i] - '0');
   }
   std::string secret = name.substr(dot + 1);
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = entries_.find(index);
   if (it == entries_.end() || it->second.job != job || secret.size() != it->second.secret.size() ||
       CRYPTO_memcmp(secret.data(), it->second.secret.data(), secret.size()) != 0) {
@@ -72,7 +73,7 @@ StreamedSessions& Streamed() {
 }
 
 void PutStdin(Session& s, short revents) {
-  std::lock_guard<std::mutex> lock(s.mu);
+  util::MutexLock lock(s.mu);
   if (s.in < 0) return;
   if (!s.stdin_left.empty() && (revents & (POLLOUT | POLLERR | POLLHUP))) {
     ssize_t put = write(s.in, s.stdin_left.data(), s.stdin_left.size());
@@ -120,7 +121,7 @@ bool Pump(Session& s, httplib::DataSink& sink) {
     }
     bool to_send;
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      util::MutexLock lock(s.mu);
       to_send = !s.stdin_left.empty();
     }
     pollfd fds[4] = {{s.out, POLLIN, 0},

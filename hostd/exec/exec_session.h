@@ -12,8 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::hostd::exec {
 
@@ -29,9 +30,9 @@ struct Session {
   int tty = -1;   // the terminal's master (for resizes; in and out are dups), or -1
   int wake = -1;  // eventfd: stdin arrived
   bool reaped = false;
-  std::mutex mu;
-  std::string stdin_left;  // guarded by mu
-  bool stdin_eof = true;   // guarded by mu: no more stdin will come
+  util::Mutex mu;
+  std::string stdin_left GUARDED_BY(mu);
+  bool stdin_eof GUARDED_BY(mu) = true;  // no more stdin will come
   ~Session();              // kills the helper if the answer ended first, closes the descriptors
 };
 
@@ -50,9 +51,9 @@ class StreamedSessions {
     std::string secret;
     std::weak_ptr<Session> session;
   };
-  std::mutex mu_;
-  uint64_t next_ = 0;                  // guarded by mu_
-  std::map<uint64_t, Entry> entries_;  // guarded by mu_
+  util::Mutex mu_;
+  uint64_t next_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
 };
 
 // The process's streamed sessions.

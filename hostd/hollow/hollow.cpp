@@ -3,9 +3,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "core/db/connection.h"
 #include "core/net/http.h"
 #include "core/net/ticket.h"
+#include "core/util/mutex.h"
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
 #include "hostd/hollow/sim.h"
@@ -46,7 +45,7 @@ class Worker {
   // Called by an agent with work (from any thread).
   void Wake() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       woken_ = true;
     }
     cv_.notify_one();
@@ -64,8 +63,8 @@ class Worker {
         }
         next = std::min(next, StepAll(*conn));
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, next, [&] { return woken_ || stop; });
+      util::MutexLock lock(mu_);
+      cv_.wait_until(lock, next, [&] { mu_.AssertHeld(); return woken_ || stop; });
       woken_ = false;
     }
     if (pqxx::connection* conn = conn_.Get()) {
@@ -102,9 +101,9 @@ class Worker {
 
   db::ReconnectingConnection conn_;
   std::vector<HollowHost*> hosts_;  // fixed before Run
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool woken_ = false;  // guarded by mu_
+  util::Mutex mu_;
+  util::CondVar cv_;
+  bool woken_ GUARDED_BY(mu_) = false;
 };
 
 // Binds `listen` (HOST:PORT, port 0 = any); returns the bound port, or -1.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/util/mutex.h"
+
 namespace pgfleet::hostd {
 
 using Key = std::pair<int64_t, int>;
@@ -19,16 +21,16 @@ struct SimTimer::Attempts {
     uint64_t seq = 0;            // only the timer entry with this number ends it
     AttemptRunner::Ended ended;  // set by Await
   };
-  std::mutex mu;
-  std::set<Key> claimed;     // guarded by mu
-  std::map<Key, Live> live;  // guarded by mu: started, not ended
+  util::Mutex mu;
+  std::set<Key> claimed GUARDED_BY(mu);
+  std::map<Key, Live> live GUARDED_BY(mu);  // started, not ended
 
   // The timer entry `seq` of `key` is due: end the attempt if it is still the current one.
   void Fire(const Key& key, uint64_t seq) {
     AttemptRunner::Ended ended;
     attempt::Outcome outcome;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      util::MutexLock lock(mu);
       auto it = live.find(key);
       if (it == live.end() || it->second.seq != seq || !it->second.ended) return;
       if (it->second.signal) {
@@ -86,7 +88,7 @@ SimTimer::SimTimer() : thread_([this] { Loop(); }) {}
 
 SimTimer::~SimTimer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -97,7 +99,7 @@ void SimTimer::At(Clock::time_point deadline, std::weak_ptr<Attempts> owner, Key
                   uint64_t seq) {
   bool earliest;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     earliest = queue_.empty() || deadline < queue_.top().deadline;
     queue_.push(Entry{deadline, std::move(owner), key, seq});
   }
@@ -106,7 +108,7 @@ void SimTimer::At(Clock::time_point deadline, std::weak_ptr<Attempts> owner, Key
 
 void SimTimer::Loop() {
   std::vector<Entry> due;
-  std::unique_lock<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   while (!stop_) {
     if (queue_.empty()) {
       cv_.wait(lock);
@@ -126,7 +128,7 @@ void SimTimer::Loop() {
     }
     lock.unlock();
     {
-      std::lock_guard<std::mutex> fire(fire_mu_);
+      util::MutexLock fire(fire_mu_);
       for (auto& e : due) {
         if (auto owner = e.owner.lock()) owner->Fire(e.key, e.seq);
       }
@@ -146,7 +148,7 @@ SimRunner::~SimRunner() {
 // Nothing outlives the process, so no claim can be another database's.
 AttemptRunner::Claim SimRunner::ClaimAttempt(int64_t job_id, int attempt, const std::string&,
                                              std::string*) {
-  std::lock_guard<std::mutex> lock(attempts_->mu);
+  util::MutexLock lock(attempts_->mu);
   return attempts_->claimed.insert({job_id, attempt}).second ? Claim::kClaimed : Claim::kTaken;
 }
 
@@ -158,7 +160,7 @@ bool SimRunner::Start(const attempt::ShimRequest& req, Started* out, std::string
     *error = e.what();
     return false;
   }
-  std::lock_guard<std::mutex> lock(attempts_->mu);
+  util::MutexLock lock(attempts_->mu);
   auto& live = attempts_->live[{req.job_id, req.attempt}];
   live.deadline = SimTimer::Clock::now() + job.duration;
   live.exit_code = job.exit_code;
@@ -167,7 +169,7 @@ bool SimRunner::Start(const attempt::ShimRequest& req, Started* out, std::string
 }
 
 void SimRunner::Await(int64_t job_id, int attempt, Ended ended) {
-  std::lock_guard<std::mutex> lock(attempts_->mu);
+  util::MutexLock lock(attempts_->mu);
   auto it = attempts_->live.find({job_id, attempt});
   if (it == attempts_->live.end()) return;
   it->second.ended = std::move(ended);
@@ -175,7 +177,7 @@ void SimRunner::Await(int64_t job_id, int attempt, Ended ended) {
 }
 
 void SimRunner::Signal(int64_t job_id, int attempt, const Started&, int shim_signal) {
-  std::lock_guard<std::mutex> lock(attempts_->mu);
+  util::MutexLock lock(attempts_->mu);
   auto it = attempts_->live.find({job_id, attempt});
   if (it == attempts_->live.end()) return;
   auto& live = it->second;

@@ -10,11 +10,9 @@
 // gate, attempt_runner.h) live in memory for the runner's lifetime.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <set>
 #include <string>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "core/model/job_spec.h"
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_runner.h"
 
 namespace pgfleet::hostd {
@@ -60,7 +59,7 @@ class SimTimer {
   // Returns once no end is being delivered; holds off new ones while `fn` runs.
   template <typename Fn>
   void Exclusive(Fn fn) {
-    std::lock_guard<std::mutex> lock(fire_mu_);
+    util::MutexLock lock(fire_mu_);
     fn();
   }
 
@@ -74,11 +73,11 @@ class SimTimer {
   };
   void Loop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;  // guarded by mu_
-  bool stop_ = false;                                                          // guarded by mu_
-  std::mutex fire_mu_;  // held while ends are delivered
+  util::Mutex mu_;
+  util::CondVar cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  util::Mutex fire_mu_;  // held while ends are delivered
   std::thread thread_;
 };
 

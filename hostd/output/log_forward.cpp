@@ -10,15 +10,15 @@
 
 #include <cctype>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -186,28 +186,27 @@ std::string SyslogMessage(const LineOrigin& o, const std::string& hostname, std:
 
 struct LineForwarder::State {
   explicit State(std::unique_ptr<LineSink> s) : sink(std::move(s)) {}
-  void QueueLocked(std::string line);
-  void TellGapLocked();
+  void QueueLocked(std::string line) REQUIRES(mu);
+  void TellGapLocked() REQUIRES(mu);
   void SenderLoop();
 
   const std::unique_ptr<LineSink> sink;  // the sender thread's alone
-  std::mutex mu;
-  std::condition_variable wake;     // the sender: lines or stop
-  std::condition_variable drained;  // Finish: the queue is empty
-  // All below guarded by mu.
-  std::string partial;  // output after the last newline
+  util::Mutex mu;
+  util::CondVar wake;     // the sender: lines or stop
+  util::CondVar drained;  // Finish: the queue is empty
+  std::string partial GUARDED_BY(mu);  // output after the last newline
   struct Entry {
     std::string text;
     bool notice = false;  // ours, about lost lines: not counted as sent
   };
-  std::deque<Entry> queue;
-  size_t queued_bytes = 0;
-  uint64_t gap = 0;      // lines dropped since the last one queued
-  bool sending = false;  // the sender holds a line
-  bool stop = false;
-  bool finished = false;
-  uint64_t sent = 0;
-  uint64_t dropped = 0;
+  std::deque<Entry> queue GUARDED_BY(mu);
+  size_t queued_bytes GUARDED_BY(mu) = 0;
+  uint64_t gap GUARDED_BY(mu) = 0;  // lines dropped since the last one queued
+  bool sending GUARDED_BY(mu) = false;  // the sender holds a line
+  bool stop GUARDED_BY(mu) = false;
+  bool finished GUARDED_BY(mu) = false;
+  uint64_t sent GUARDED_BY(mu) = 0;
+  uint64_t dropped GUARDED_BY(mu) = 0;
 };
 
 LineForwarder::LineForwarder(const LogForwardTarget& target, LineOrigin origin)
@@ -248,7 +247,7 @@ void LineForwarder::State::TellGapLocked() {
 
 void LineForwarder::Feed(const char* data, size_t size) {
   State& s = *s_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  util::MutexLock lock(s.mu);
   std::string_view in(data, size);
   while (!in.empty()) {
     size_t nl = in.find('\n');
@@ -272,13 +271,13 @@ void LineForwarder::Feed(const char* data, size_t size) {
 
 void LineForwarder::Finish(std::chrono::milliseconds wait) {
   State& s = *s_;
-  std::unique_lock<std::mutex> lock(s.mu);
+  util::MutexLock lock(s.mu);
   if (s.finished) return;
   if (!s.partial.empty()) s.QueueLocked(std::move(s.partial));
   s.partial.clear();
   s.TellGapLocked();
   s.finished = true;
-  s.drained.wait_for(lock, wait, [&s] { return s.queue.empty() && !s.sending; });
+  s.drained.wait_for(lock, wait, [&s] { s.mu.AssertHeld(); return s.queue.empty() && !s.sending; });
   for (const auto& e : s.queue) s.dropped += e.notice ? 0 : 1;
   s.queue.clear();
   s.queued_bytes = 0;
@@ -287,9 +286,9 @@ void LineForwarder::Finish(std::chrono::milliseconds wait) {
 }
 
 void LineForwarder::State::SenderLoop() {
-  std::unique_lock<std::mutex> lock(mu);
+  util::MutexLock lock(mu);
   while (true) {
-    wake.wait(lock, [this] { return stop || !queue.empty(); });
+    wake.wait(lock, [this] { mu.AssertHeld(); return stop || !queue.empty(); });
     if (stop) return;
     Entry e = std::move(queue.front());
     queue.pop_front();
@@ -305,12 +304,12 @@ void LineForwarder::State::SenderLoop() {
 }
 
 uint64_t LineForwarder::sent() const {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  util::MutexLock lock(s_->mu);
   return s_->sent;
 }
 
 uint64_t LineForwarder::dropped() const {
-  std::lock_guard<std::mutex> lock(s_->mu);
+  util::MutexLock lock(s_->mu);
   return s_->dropped;
 }
 

@@ -16,13 +16,13 @@
 #include <cstring>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "core/model/json_limits.h"
 #include "core/util/log.h"
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/fence/lease.h"
@@ -35,8 +35,8 @@ namespace {
 using nlohmann::json;
 
 int g_start_pipe = -1;  // closed once hostd has been told how the start went
-std::mutex g_fence_mu;
-std::string g_fence_reason;  // guarded by g_fence_mu; set when this shim fenced the job itself
+util::Mutex g_fence_mu;
+std::string g_fence_reason GUARDED_BY(g_fence_mu);  // set when this shim fenced the job itself
 
 void WriteAll(int fd, const std::string& s) {
   size_t done = 0;
@@ -280,7 +280,7 @@ void RecordExitWhenDone(Execution* running, const std::string& dir, const std::s
       // Fenced by this shim: the attempt was lost with its host, whatever its
       // exit status; the job did nothing wrong, so it must not spend one of
       // its attempts (the host-loss rule applies).
-      std::lock_guard<std::mutex> lock(g_fence_mu);
+      util::MutexLock lock(g_fence_mu);
       if (!g_fence_reason.empty()) {
         o.kind = model::ExitOutcome::kLost;
         o.status.error = g_fence_reason;
@@ -317,7 +317,7 @@ std::optional<std::chrono::milliseconds> CheckLease(Execution* running,
       "cut off from the database)",
       std::chrono::duration<double>(silent).count());
   {
-    std::lock_guard<std::mutex> lock(g_fence_mu);
+    util::MutexLock lock(g_fence_mu);
     g_fence_reason = reason;
   }
   spdlog::warn("{} {}: SIGKILL to the whole job", ids, reason);

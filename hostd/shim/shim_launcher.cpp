@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/util/log.h"
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/shim/shim.h"
@@ -101,7 +102,7 @@ ShimLauncher::ShimLauncher(std::string binary, std::string driver, std::string d
       job_ids_(job_ids) {}
 
 ShimLauncher::~ShimLauncher() {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   Close();
 }
 
@@ -203,7 +204,7 @@ ShimLauncher::Result ShimLauncher::Launch(const std::string& dir, const std::str
 
 ShimLauncher::Result ShimLauncher::LaunchLocked(const std::string& dir, const std::vector<int>& fds,
                                                 std::string* error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   for (int round = 0; round < 2; ++round) {
     if (sock_ < 0 && !Spawn(error)) return {};
     if (!SendWithFds(sock_, dir, fds)) {

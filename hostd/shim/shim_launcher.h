@@ -22,10 +22,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 
@@ -61,15 +61,15 @@ class ShimLauncher {
 
  private:
   Result LaunchLocked(const std::string& dir, const std::vector<int>& fds, std::string* error);
-  bool Spawn(std::string* error);  // mu_ held
-  void Close();                    // mu_ held
+  bool Spawn(std::string* error) REQUIRES(mu_);
+  void Close() REQUIRES(mu_);
 
   const std::string binary_, driver_, data_dir_, host_id_;
   const uint64_t nofile_;
   const JobIdRange job_ids_;
-  std::mutex mu_;   // serialises requests on the socket
-  int sock_ = -1;   // guarded by mu_
-  pid_t pid_ = -1;  // guarded by mu_
+  util::Mutex mu_;   // serialises requests on the socket
+  int sock_ GUARDED_BY(mu_) = -1;
+  pid_t pid_ GUARDED_BY(mu_) = -1;
 };
 
 // The launcher process: `pgfleet-hostd shim-launcher DRIVER DATA_DIR HOST_ID NOFILE`.

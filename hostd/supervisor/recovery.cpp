@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "core/util/mutex.h"
 #include "hostd/attempt/outcome.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/supervisor/supervisor.h"
@@ -33,7 +34,7 @@ Supervisor::RecoverSummary Supervisor::Recover() {
     if (!found.state.started && !found.state.outcome) continue;
     rec->state = model::AttemptState::kRunning;  // until Finish() reads its outcome
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       records_[{found.job_id, found.attempt}] = rec;
     }
     finished.push_back(rec);
@@ -52,7 +53,7 @@ int Supervisor::RemoveLeftoverCgroups() {
 
 void Supervisor::Adopt(const std::shared_ptr<Record>& rec) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     rec->state = rec->pid > 0 ? model::AttemptState::kRunning
                               : model::AttemptState::kStarting;  // Watch() learns the pid
     records_[{rec->job_id, rec->attempt}] = rec;
@@ -70,11 +71,11 @@ void Supervisor::SettleFinished(const std::shared_ptr<Record>& rec, RecoverSumma
   // (a lost or start_failed outcome needs no "running" first).
   auto outcome = attempt::ReadState(rec->dir).outcome;
   if (rec->pid > 0 && (!outcome || outcome->kind == model::ExitOutcome::kExited)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     Emit(*rec, model::Report::Running(rec->job_id, rec->attempt, rec->pid));
   }
   Finish(rec, FinalOutcome(rec->job_id, rec->attempt, rec->dir, ContainerHost()));
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (rec->state == model::AttemptState::kLost) {
     ++summary->lost;
   } else {

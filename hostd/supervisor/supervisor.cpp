@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/util/mutex.h"
 #include "core/util/text.h"
 #include "hostd/attempt/collector.h"
 #include "hostd/attempt/outcome.h"
@@ -53,8 +54,8 @@ Supervisor::~Supervisor() {
   // Jobs keep running when hostd goes away (their shims are independent); only
   // stopper threads are waited for, briefly. hostd's main exits the process
   // without running this, so watcher threads never outlive their object.
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return threads_ == 0; });
+  util::MutexLock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { mu_.AssertHeld(); return threads_ == 0; });
 }
 
 std::shared_ptr<Supervisor::Record> Supervisor::NewRecord(int64_t job_id, int attempt) const {
@@ -76,7 +77,7 @@ void Supervisor::Emit(const Record& rec, model::Report report) {
 
 void Supervisor::ForgetOtherJob(int64_t job_id, int attempt, const std::string& uid) {
   if (uid.empty()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   if (it == records_.end() || !it->second->OfAnotherJobThan(uid)) return;
   auto rec = it->second;
@@ -133,7 +134,7 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   // Decided before taking the lock: it matches regular expressions.
   const auto refused = RefusedAsUnprivileged(spec, caps_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
     // Self-fenced: not started, and not claimed either, so nothing is
     // reported: the attempt stays assigned and the reconcile after the fence
@@ -178,7 +179,7 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   }
   AttemptRunner::Started started;
   bool ok = runner_->Start(ShimRequestFor(*rec), &started, error);
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (!ok) {
     spdlog::warn("job={} attempt={} start failed: {}", job_id, attempt, *error);
     FailRecord(rec, *error);
@@ -226,7 +227,7 @@ void Supervisor::Watch(std::shared_ptr<Record> rec) {
   // learn the job's pid (and the shim's identity) before waiting on the lock.
   while (rec->pid == 0) {
     if (auto job = attempt::ReadState(rec->dir).started) {
-      std::lock_guard<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       rec->pid = job->job.pid;
       rec->handle.shim = job->shim;
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
@@ -265,7 +266,7 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   std::string error = st.error;
   bool fence_killed = false;
   if (exited) {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     fence_killed = !rec->kill_reason.empty();
     if (fence_killed) error = rec->kill_reason;
   }
@@ -273,7 +274,7 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   model::Report report = fence_killed ? model::Report::Lost(rec->job_id, rec->attempt, error)
                                       : OutcomeReport(*rec, outcome, error);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     rec->exit = st;
     rec->exit->error = error;
     rec->state = model::StateAfter(outcome.kind);
@@ -295,7 +296,7 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
 void Supervisor::MarkReported(int64_t job_id, int attempt, const std::string& uid, bool accepted) {
   // Under the lock, so a start that sets the directory aside and claims it
   // for another job comes wholly before or after.
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   // An answer about the attempt ForgetOtherJob dropped: this one is another job's.
   if (it != records_.end() && it->second->OfAnotherJobThan(uid)) return;
@@ -305,25 +306,25 @@ void Supervisor::MarkReported(int64_t job_id, int attempt, const std::string& ui
 }
 
 bool Supervisor::Known(int64_t job_id, int attempt) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   return records_.count({job_id, attempt}) > 0;
 }
 
 bool Supervisor::Live(int64_t job_id, int attempt) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   return it != records_.end() && !it->second->exit;
 }
 
 std::vector<JobInfo> Supervisor::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::vector<JobInfo> out;
   for (auto& [key, r] : records_) out.push_back(r->Info());
   return out;
 }
 
 std::optional<JobInfo> Supervisor::Latest(int64_t job_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::optional<JobInfo> out;
   for (auto& [key, r] : records_) {
     if (key.first == job_id) out = r->Info();
@@ -333,7 +334,7 @@ std::optional<JobInfo> Supervisor::Latest(int64_t job_id) const {
 
 std::optional<JobInfo> Supervisor::Attempt(int64_t job_id, int attempt) const {
   if (attempt <= 0) return Latest(job_id);
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   if (it == records_.end()) return std::nullopt;
   return it->second->Info();
@@ -344,7 +345,7 @@ std::string Supervisor::LogPath(int64_t job_id, int attempt) const {
 }
 
 std::vector<std::pair<int64_t, int>> Supervisor::LiveStartedBefore(Clock::time_point t) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::vector<std::pair<int64_t, int>> out;
   for (auto& [key, r] : records_) {
     if (!r->exit && r->started < t) out.push_back(key);
@@ -353,7 +354,7 @@ std::vector<std::pair<int64_t, int>> Supervisor::LiveStartedBefore(Clock::time_p
 }
 
 std::vector<std::string> Supervisor::LiveAttemptKeys() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::vector<std::string> out;
   for (auto& [key, r] : records_) {
     if (!r->exit)
@@ -363,7 +364,7 @@ std::vector<std::string> Supervisor::LiveAttemptKeys() const {
 }
 
 size_t Supervisor::LiveCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   size_t n = 0;
   for (auto& [key, r] : records_) n += r->exit ? 0 : 1;
   return n;

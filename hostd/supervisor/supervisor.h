@@ -25,13 +25,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -39,6 +37,7 @@
 
 #include "core/model/report.h"
 #include "core/model/states.h"
+#include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/attempt/attempt_runner.h"
 #include "hostd/drivers/driver.h"
@@ -247,28 +246,28 @@ class Supervisor {
   using Key = std::pair<int64_t, int>;
   std::shared_ptr<Record> NewRecord(int64_t job_id, int attempt) const;
   attempt::ShimRequest ShimRequestFor(const Record& rec) const;
-  // The shim's "running": marks rec running, reports it, applies a pending stop. mu_ held.
-  void Running(const std::shared_ptr<Record>& rec);
+  // The shim's "running": marks rec running, reports it, applies a pending stop.
+  void Running(const std::shared_ptr<Record>& rec) REQUIRES(mu_);
   // The shim of an adopted attempt: learns its pid if need be, waits for the end.
   void Watch(std::shared_ptr<Record> rec);
   void Finish(const std::shared_ptr<Record>& rec, const attempt::Outcome& outcome);
-  void Signal(const Record& rec, int shim_signal) {  // mu_ held
+  void Signal(const Record& rec, int shim_signal) REQUIRES(mu_) {
     runner_->Signal(rec.job_id, rec.attempt, rec.handle, shim_signal);
   }
   model::Report OutcomeReport(const Record& rec, const attempt::Outcome& outcome,
                               const std::string& error) const;
-  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error);  // mu_ held
-  // Sends a report of rec, with its uid, unless rec is stale. mu_ held.
-  void Emit(const Record& rec, model::Report report);
+  void FailRecord(const std::shared_ptr<Record>& rec, const std::string& error) REQUIRES(mu_);
+  // Sends a report of rec, with its uid, unless rec is stale.
+  void Emit(const Record& rec, model::Report report) REQUIRES(mu_);
   // Ends an attempt that never started because the host is fenced: reported
   // lost (the host-loss rule, not the job's attempts). Nothing is recorded on
-  // disk, so a restarted hostd also finds it lost. mu_ held.
-  void LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error);
-  void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate);  // mu_ held
-  // Kill(): SIGKILLs the live attempt (nothing once it ended). mu_ held.
-  void KillRecord(const std::shared_ptr<Record>& rec);
-  void Ended(const std::shared_ptr<Record>& rec);  // mu_ held: rec->exit was just set
-  void Prune();                                    // mu_ held
+  // disk, so a restarted hostd also finds it lost.
+  void LoseRecord(const std::shared_ptr<Record>& rec, const std::string& error) REQUIRES(mu_);
+  void StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool immediate) REQUIRES(mu_);
+  // Kill(): SIGKILLs the live attempt (nothing once it ended).
+  void KillRecord(const std::shared_ptr<Record>& rec) REQUIRES(mu_);
+  void Ended(const std::shared_ptr<Record>& rec) REQUIRES(mu_);  // rec->exit was just set
+  void Prune() REQUIRES(mu_);
   // Recover()'s steps (recovery.cpp).
   void Adopt(const std::shared_ptr<Record>& rec);
   void SettleFinished(const std::shared_ptr<Record>& rec, RecoverSummary* summary);
@@ -277,13 +276,13 @@ class Supervisor {
   const model::DriverCapabilities caps_;
   const Sink sink_;
   std::atomic<int64_t> fence_after_ms_{0};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;                      // signalled when an attempt ends
-  std::map<Key, std::shared_ptr<Record>> records_;  // guarded by mu_
-  std::deque<Key> finished_;                        // guarded by mu_: in the order they ended
-  bool fenced_ = false;                             // guarded by mu_
-  std::string fence_reason_;                        // guarded by mu_
-  int threads_ = 0;                                 // guarded by mu_: stopper threads running
+  mutable util::Mutex mu_;
+  util::CondVar cv_;                      // signalled when an attempt ends
+  std::map<Key, std::shared_ptr<Record>> records_ GUARDED_BY(mu_);
+  std::deque<Key> finished_ GUARDED_BY(mu_);  // in the order they ended
+  bool fenced_ GUARDED_BY(mu_) = false;
+  std::string fence_reason_ GUARDED_BY(mu_);
+  int threads_ GUARDED_BY(mu_) = 0;  // stopper threads running
   // Last, so it goes first: the sim runner's destructor waits for an end it
   // is delivering, which still uses the members above.
   const std::unique_ptr<AttemptRunner> runner_;

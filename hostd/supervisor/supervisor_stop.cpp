@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/util/mutex.h"
 #include "hostd/supervisor/supervisor.h"
 
 namespace pgfleet::hostd {
@@ -23,12 +24,12 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
   ++threads_;
   std::thread([this, rec, grace_seconds, immediate] {
     if (!immediate) {
-      std::unique_lock<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       Signal(*rec, attempt::kStopSignal);
       cv_.wait_for(lock, std::chrono::seconds(grace_seconds),
-                   [&] { return rec->exit.has_value(); });
+                   [&] { mu_.AssertHeld(); return rec->exit.has_value(); });
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (!rec->exit) Signal(*rec, attempt::kKillSignal);
     --threads_;
     cv_.notify_all();
@@ -36,7 +37,7 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
 }
 
 bool Supervisor::Stop(int64_t job_id, int attempt, bool force) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   std::shared_ptr<Record> rec;
   for (auto& [key, r] : records_) {
     if (key.first == job_id && (attempt == 0 || key.second == attempt)) rec = r;
@@ -71,7 +72,7 @@ bool Supervisor::Stop(int64_t job_id, int attempt, bool force) {
 }
 
 bool Supervisor::StopBeforeStart(int64_t job_id, int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (records_.count({job_id, attempt})) return false;
   auto r = NewRecord(job_id, attempt);
   std::string error;
@@ -84,7 +85,7 @@ bool Supervisor::StopBeforeStart(int64_t job_id, int attempt) {
 }
 
 void Supervisor::Kill(int64_t job_id, int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   if (it != records_.end()) KillRecord(it->second);
 }
@@ -103,7 +104,7 @@ void Supervisor::KillRecord(const std::shared_ptr<Record>& rec) {
 void Supervisor::Rejected(int64_t job_id, int attempt, const std::string& uid) {
   // Judged and killed under one lock: a start that takes this id and attempt
   // for another job comes wholly before or after.
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   if (it == records_.end()) return;
   if (it->second->OfAnotherJobThan(uid)) {
@@ -120,7 +121,7 @@ void Supervisor::Rejected(int64_t job_id, int attempt, const std::string& uid) {
 }
 
 std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   auto it = records_.find({job_id, attempt});
   if (it == records_.end()) return {};
   auto& rec = it->second;
@@ -146,7 +147,7 @@ std::vector<model::Report> Supervisor::Replay(int64_t job_id, int attempt) {
 }
 
 size_t Supervisor::Fence(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   fenced_ = true;
   fence_reason_ = reason;
   size_t n = 0;
@@ -165,13 +166,13 @@ size_t Supervisor::Fence(const std::string& reason) {
 }
 
 bool Supervisor::Fenced(std::string* reason) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   if (fenced_ && reason) *reason = fence_reason_;
   return fenced_;
 }
 
 void Supervisor::Unfence() {
-  std::lock_guard<std::mutex> lock(mu_);
+  util::MutexLock lock(mu_);
   fenced_ = false;
   fence_reason_.clear();
 }

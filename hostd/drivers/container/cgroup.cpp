@@ -18,10 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
+#include "core/util/mutex.h"
 #include "core/util/text.h"
 
 namespace pgfleet::hostd {
@@ -31,8 +31,8 @@ namespace {
 // through per-thread state and some of its helpers are not documented as
 // thread-safe; one lock around our calls costs little next to the mkdir and
 // rmdir the kernel does under its global cgroup_mutex anyway.
-std::mutex& LibcgroupMutex() {
-  static std::mutex m;
+util::Mutex& LibcgroupMutex() {
+  static util::Mutex m;
   return m;
 }
 
@@ -97,7 +97,7 @@ const CgroupSystem* CgroupSystem::Get(std::string* why) {
 }
 
 bool CgroupSystem::Init(std::string* why) {
-  std::lock_guard<std::mutex> lock(LibcgroupMutex());
+  util::MutexLock lock(LibcgroupMutex());
   int rc = cgroup_init();
   if (rc != 0) {
     *why = "libcgroup cannot initialise: " + CgError(rc);
@@ -237,7 +237,7 @@ JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimi
 
   int rc;
   {
-    std::lock_guard<std::mutex> lock(LibcgroupMutex());
+    util::MutexLock lock(LibcgroupMutex());
     rc = cgroup_create_cgroup(cg.get(), 0);
   }
   if (rc != 0) {
@@ -267,7 +267,7 @@ void JobCgroup::Attach(pid_t pid) {
   }
   int rc;
   {
-    std::lock_guard<std::mutex> lock(LibcgroupMutex());
+    util::MutexLock lock(LibcgroupMutex());
     rc = cgroup_attach_task_pid(cg.get(), pid);
   }
   if (rc != 0) {
@@ -333,7 +333,7 @@ void JobCgroup::Destroy() {
   int rc = 0;
   for (int attempt = 0; attempt < 50; ++attempt) {
     {
-      std::lock_guard<std::mutex> lock(LibcgroupMutex());
+      util::MutexLock lock(LibcgroupMutex());
       rc = cgroup_delete_cgroup_ext(cg.get(),
                                     CGFLAG_DELETE_RECURSIVE | CGFLAG_DELETE_IGNORE_MIGRATION);
     }
@@ -351,7 +351,7 @@ void DeleteCgroupIfEmpty(const CgroupSystem& sys, const std::string& path) {
   CgroupPtr cg(cgroup_new_cgroup(path.c_str()));
   if (!cg) return;
   for (const auto& c : sys.controllers()) cgroup_add_controller(cg.get(), c.c_str());
-  std::lock_guard<std::mutex> lock(LibcgroupMutex());
+  util::MutexLock lock(LibcgroupMutex());
   cgroup_delete_cgroup_ext(cg.get(), CGFLAG_DELETE_EMPTY_ONLY);
 }
 

@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "core/util/mutex.h"
 #include "hostd/drivers/container/cgroup.h"
 #include "hostd/drivers/container/container_child.h"
 #include "hostd/drivers/container/container_disk.h"
@@ -93,7 +93,7 @@ class ContainerExecution : public Execution {
     } while (r < 0 && errno == EINTR);
     int wait_errno = errno;
 
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     waited_ = true;
     ExitStatus s;
     if (r == pid_) {
@@ -122,7 +122,7 @@ class ContainerExecution : public Execution {
   }
 
   void Signal(int sig) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (waited_) return;
     if (sig == SIGKILL) {
       if (!cgroup_->KillAll()) spdlog::warn("{} processes survive SIGKILL", ids_);
@@ -137,8 +137,8 @@ class ContainerExecution : public Execution {
   const int memory_mib_;
   const std::string ids_;
   const std::unique_ptr<container::JobDisk> disk_;  // null: no disk limit
-  std::mutex mu_;
-  bool waited_ = false;  // guarded by mu_: once true, the cgroup is gone
+  util::Mutex mu_;
+  bool waited_ GUARDED_BY(mu_) = false;  // once true, the cgroup is gone
 };
 
 class ContainerDriver : public Driver {

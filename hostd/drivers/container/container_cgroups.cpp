@@ -9,12 +9,12 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/util/mutex.h"
 #include "hostd/drivers/container/cgroup.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/drivers/container/container_plan.h"
@@ -32,8 +32,8 @@ std::string CgroupName(const std::string& s) {
   return out;
 }
 
-std::mutex g_scope_mu;
-std::string g_scope = "local";  // guarded by g_scope_mu
+util::Mutex g_scope_mu;
+std::string g_scope GUARDED_BY(g_scope_mu) = "local";
 }  // namespace
 
 std::string CgroupScopeOf(const std::string& data_dir) {
@@ -48,7 +48,7 @@ std::string CgroupScopeOf(const std::string& data_dir) {
 }
 
 void SetCgroupScope(const std::string& data_dir) {
-  std::lock_guard<std::mutex> lock(g_scope_mu);
+  util::MutexLock lock(g_scope_mu);
   g_scope = CgroupScopeOf(data_dir);
 }
 
@@ -57,12 +57,12 @@ std::string HostCgroupPathFor(const std::string& data_dir, const std::string& ho
 }
 
 std::string HostCgroupPath(const std::string& host_id) {
-  std::lock_guard<std::mutex> lock(g_scope_mu);
+  util::MutexLock lock(g_scope_mu);
   return "pgfleet/" + g_scope + "/" + CgroupName(host_id);
 }
 
 std::string ScopeCgroupPath() {
-  std::lock_guard<std::mutex> lock(g_scope_mu);
+  util::MutexLock lock(g_scope_mu);
   return "pgfleet/" + g_scope;
 }
 

@@ -10,7 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
+
+#include "core/util/mutex.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -29,7 +30,7 @@ class ProcessExecution : public Execution {
     } while (r < 0 && errno == EINTR);
     ExitStatus out;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      util::MutexLock lock(mu_);
       reaped_ = true;
     }
     // Whatever the job left in its process group goes with it.
@@ -47,14 +48,14 @@ class ProcessExecution : public Execution {
   }
 
   void Signal(int sig) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    util::MutexLock lock(mu_);
     if (!reaped_) kill(-pid_, sig);  // the whole process group
   }
 
  private:
   pid_t pid_;
-  std::mutex mu_;
-  bool reaped_ = false;  // guarded by mu_: once true, pid_ may name another process
+  util::Mutex mu_;
+  bool reaped_ GUARDED_BY(mu_) = false;  // once true, pid_ may name another process
 };
 
 class ProcessDriver : public Driver {
