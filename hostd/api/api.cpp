@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <functional>
 
 #include "core/hostapi/hostapi.h"
@@ -185,16 +186,23 @@ bool NeedsLength(const httplib::Request& req) {
 }
 
 void InstallErrorHandlers(httplib::Server& server) {
+  // A handler's exception is a bug or a broken host, not the caller's
+  // business: it is logged with a number, and the caller gets the number
+  // (its text may name paths, peers or internals).
   server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        static std::atomic<uint64_t> errors{0};
+        const uint64_t n = ++errors;
+        std::string what = "unknown exception";
         try {
           if (ep) std::rethrow_exception(ep);
         } catch (const std::exception& e) {
           what = e.what();
         } catch (...) {
         }
-        net::ErrorResponse(res, 500, what);
+        spdlog::error("api: {} {} failed (error {}): {}", req.method, req.path, n, what);
+        net::ErrorResponse(res, 500,
+                           "internal error " + std::to_string(n) + " (in the host's log)");
       });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
