@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "core/db/sql_state.h"
 #include "core/net/http.h"
 
 namespace {
@@ -47,7 +48,8 @@ std::string DatabaseError(const pqxx::sql_error& e) {
   auto context = text.find("CONTEXT:");
   if (context != std::string::npos) text.erase(context);
   const std::string& state = e.sqlstate();
-  if ((state == "42P01" || state == "3F000" || state == "42883") &&
+  if ((state == pgfleet::db::sqlstate::kUndefinedTable || state == pgfleet::db::sqlstate::kInvalidSchemaName ||
+       state == pgfleet::db::sqlstate::kUndefinedFunction) &&
       text.find("pgfleet") != std::string::npos) {
     text += "this database has no pgfleet schema, or an older one: run `pgfleet migrate` first\n";
   }

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/db/sql_state.h"
 #include "core/model/constants.h"
 #include "schedulerd/store.h"
 
@@ -107,7 +108,7 @@ bool Scheduler::TryIdleLock(pqxx::connection& listen) {
     tx.exec0("set lock_timeout = 0");
     return true;
   } catch (const pqxx::sql_error& e) {
-    if (e.sqlstate() != "55P03") throw;  // lock_not_available: the wait timed out
+    if (e.sqlstate() != db::sqlstate::kLockNotAvailable) throw;  // the wait timed out
     pqxx::nontransaction(listen).exec0("set lock_timeout = 0");
     return false;
   }

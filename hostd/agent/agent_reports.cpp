@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/db/sql_state.h"
 #include "core/util/mutex.h"
 #include "core/util/text.h"
 #include "hostd/agent/agent.h"
@@ -52,11 +53,7 @@ namespace {
 // An error caused by what a report carries (a value out of range, a broken
 // constraint, a check in SQL), not by the database being unavailable:
 // retrying the same report will fail the same way.
-bool IsDataError(const pqxx::sql_error& e) {
-  const std::string& state = e.sqlstate();
-  return state.compare(0, 2, "22") == 0 || state.compare(0, 2, "23") == 0 ||
-         state.compare(0, 2, "P0") == 0;
-}
+bool IsDataError(const pqxx::sql_error& e) { return db::sqlstate::IsDataError(e.sqlstate()); }
 }  // namespace
 
 void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, size_t begin,
