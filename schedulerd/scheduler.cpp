@@ -60,6 +60,7 @@ Scheduler::Scheduler(Config config, metrics::Registry& metrics)
       listen_conn_(config_.dsn, "listen connection"),
       work_conn_(config_.dsn, "work connection") {
   work_conn_.SetOnConnect(store::Prepare);
+  listen_conn_.SetOnConnect(store::PrepareListen);
 }
 
 Scheduler::~Scheduler() {
@@ -102,21 +103,21 @@ bool Scheduler::TryIdleLock(pqxx::connection& listen) {
   // transaction, or another scheduler asleep with it, makes us give up.
   try {
     pqxx::nontransaction tx(listen);
-    tx.exec_params("select set_config('lock_timeout', $1, false)",
-                   std::to_string(kIdleLockWait.count()) + "ms");
-    tx.exec_params("select pg_advisory_lock($1, $2)", model::kLockClass, model::kIdleLockKey);
-    tx.exec0("set lock_timeout = 0");
+    store::SetLockTimeout(tx, std::to_string(kIdleLockWait.count()) + "ms");
+    store::TakeIdleLock(tx);
+    store::SetLockTimeout(tx, "0");
     return true;
   } catch (const pqxx::sql_error& e) {
     if (e.sqlstate() != db::sqlstate::kLockNotAvailable) throw;  // the wait timed out
-    pqxx::nontransaction(listen).exec0("set lock_timeout = 0");
+    pqxx::nontransaction tx(listen);
+    store::SetLockTimeout(tx, "0");
     return false;
   }
 }
 
 void Scheduler::ReleaseIdleLock(pqxx::connection& listen) {
   pqxx::nontransaction tx(listen);
-  tx.exec_params("select pg_advisory_unlock($1, $2)", model::kLockClass, model::kIdleLockKey);
+  store::ReleaseIdleLock(tx);
   holds_idle_lock_ = false;
 }
 
@@ -156,10 +157,10 @@ bool Scheduler::WaitForWork(pqxx::connection& listen, Clock::time_point now) {
 
 std::chrono::microseconds Scheduler::UntilNextRetry(pqxx::connection& conn) {
   pqxx::nontransaction tx(conn);
-  auto r = tx.exec1("select pgfleet.next_retry_in()");
-  if (r[0].is_null()) return std::chrono::microseconds::max();
+  std::optional<double> seconds = store::NextRetryIn(tx);
+  if (!seconds) return std::chrono::microseconds::max();
   // 1 ms late rather than early: woken early, the job is not due yet.
-  auto us = static_cast<int64_t>(r[0].as<double>() * 1e6) + 1000;
+  auto us = static_cast<int64_t>(*seconds * 1e6) + 1000;
   return std::chrono::microseconds(std::max<int64_t>(us, 0));
 }
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "core/db/statements.h"
+#include "core/model/constants.h"
 #include "core/model/states.h"
 #include "core/util/text.h"
 
@@ -160,6 +161,37 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 }
 
 }  // namespace
+
+constexpr db::Statement kSetLockTimeout{"schedulerd_set_lock_timeout",
+                                        "select set_config('lock_timeout', $1, false)"};
+constexpr db::Statement kTakeIdleLock{"schedulerd_take_idle_lock",
+                                      "select pg_advisory_lock($1, $2)"};
+constexpr db::Statement kReleaseIdleLock{"schedulerd_release_idle_lock",
+                                         "select pg_advisory_unlock($1, $2)"};
+constexpr db::Statement kNextRetryIn{"schedulerd_next_retry_in",
+                                     "select pgfleet.next_retry_in() as seconds"};
+
+void PrepareListen(pqxx::connection& conn) {
+  db::PrepareAll(conn, {&kSetLockTimeout, &kTakeIdleLock, &kReleaseIdleLock, &kNextRetryIn});
+}
+
+void SetLockTimeout(pqxx::transaction_base& tx, const std::string& value) {
+  db::Exec(tx, kSetLockTimeout, value);
+}
+
+void TakeIdleLock(pqxx::transaction_base& tx) {
+  db::Exec(tx, kTakeIdleLock, model::kLockClass, model::kIdleLockKey);
+}
+
+void ReleaseIdleLock(pqxx::transaction_base& tx) {
+  db::Exec(tx, kReleaseIdleLock, model::kLockClass, model::kIdleLockKey);
+}
+
+std::optional<double> NextRetryIn(pqxx::transaction_base& tx) {
+  auto r = db::Exec1(tx, kNextRetryIn);
+  if (r["seconds"].is_null()) return std::nullopt;
+  return r["seconds"].as<double>();
+}
 
 void PrepareDispatchOutcomes(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kDispatchSucceeded, &kDispatchFailed, &kDispatchUnanswered});

@@ -40,6 +40,18 @@ void Prepare(pqxx::connection& conn);
 // the dispatcher's own connection.
 void PrepareDispatchOutcomes(pqxx::connection& conn);
 
+// The LISTEN connection's statements (the idle lock, the next retry).
+void PrepareListen(pqxx::connection& conn);
+// lock_timeout for this session ("250ms"; "0" = wait forever).
+void SetLockTimeout(pqxx::transaction_base& tx, const std::string& value);
+// The idle lock (model::kIdleLockKey), exclusively: waits up to the
+// session's lock_timeout, then throws lock_not_available (55P03).
+void TakeIdleLock(pqxx::transaction_base& tx);
+void ReleaseIdleLock(pqxx::transaction_base& tx);
+// Seconds until the earliest backoff ends (pgfleet.next_retry_in); nullopt
+// when no job waits for one.
+std::optional<double> NextRetryIn(pqxx::transaction_base& tx);
+
 // --- the formation pass ---------------------------------------------------
 
 struct Formation {
