@@ -1,12 +1,10 @@
-// pgfleet status | migrate: the cluster summary, and creating or upgrading
-// the schema.
+// pgfleet status: the cluster summary.
 
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/queries.h"
-#include "core/db/migrate.h"
 
 namespace pgfleet::cli {
 namespace {
@@ -50,19 +48,6 @@ int CmdStatus(const std::vector<std::string>& args) {
   PrintTable({"FORMATION", "KIND", "DESIRED", "PENDING", "ASSIGNED", "RUNNING", "SUCCEEDED",
               "FAILED", "CANCELLED"},
              table);
-  return kExitOk;
-}
-
-int CmdMigrate(const std::vector<std::string>& args) {
-  Command cmd("pgfleet migrate", kText);
-  if (!cmd.Parse(args)) return kExitOk;
-  auto conn = cmd.Connect();
-  auto applied = db::Migrate(*conn);
-  if (applied.empty()) {
-    std::cout << "schema up to date; functions and views re-created\n";
-  } else {
-    for (const auto& a : applied) std::cout << "applied " << a << "\n";
-  }
   return kExitOk;
 }
 

@@ -194,7 +194,7 @@ FormationPassResult FormationPass::Work(
   const auto& shape = lock.shape;
   const store::Formation formation{formation_id, shape->name};
   if (shape->is_service) ReconcileReplicas(tx, formation, shape->replicas, metrics_);
-  auto claimed = store::ClaimPending(tx, formation.name, batch_size_);
+  auto claimed = store::ReadPending(tx, formation.name, batch_size_);
   if (claimed.empty()) {
     tx.commit();
     return {true, false};

@@ -3,7 +3,7 @@
 // pending jobs, plan them on a snapshot of the hosts (pure core:
 // placement::PlanPlacements), assign conditionally, record why the rest wait.
 //
-//   try_lock_formation -> [service: ReconcileReplicas] -> ClaimPending
+//   try_lock_formation -> [service: ReconcileReplicas] -> ReadPending
 //     -> rounds of { LoadHostSnapshot -> rounds of { PlanPlacements -> LockHosts }
 //                    -> AssignJobs }  (a first plan of a few jobs: no LockHosts)
 //     -> commit -> assignments handed to the dispatcher

@@ -48,8 +48,8 @@ constexpr db::Statement kLockFormation{
 // places few of the jobs a pass reads, and locking each row read (a WAL
 // record) and building its spec cost more than placing it. assign_jobs locks
 // the jobs it assigns and returns their specs (docs/benchmarks.md).
-constexpr db::Statement kClaimPending{
-    "schedulerd_claim_pending",
+constexpr db::Statement kReadPending{
+    "schedulerd_read_pending",
     // Ready jobs (jobs_ready_idx) and jobs whose not_before has come
     // (jobs_retry_at_idx), each in priority order: never a job waiting for a
     // later not_before, however many there are (migration 0023).
@@ -198,7 +198,7 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 }
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kClaimPending, &kLoadHostSnapshot,
+  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot,
                         &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
                         &kLiveReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward,
                         &kRecordPassError, &kClearPassError});
@@ -225,9 +225,9 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   return out;
 }
 
-std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,
+std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::string& formation,
                                      int limit) {
-  auto rows = db::Exec(tx, kClaimPending, formation, limit);
+  auto rows = db::Exec(tx, kReadPending, formation, limit);
   std::vector<PendingJob> out;
   out.reserve(rows.size());
   for (const auto& r : rows) {

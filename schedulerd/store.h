@@ -14,7 +14,7 @@
 //   rows another transaction holds instead of waiting (so a pass is never
 //   in a deadlock, whatever order others lock jobs and hosts in: reports lock
 //   jobs, then their host). LiveReplicas, which waits for job rows, runs
-//   before LockHosts. ClaimPending locks nothing (the formation's advisory
+//   before LockHosts. ReadPending locks nothing (the formation's advisory
 //   lock keeps other schedulers out).
 // Only schedulerd/ calls this module; SQL text appears nowhere else in schedulerd.
 
@@ -84,7 +84,7 @@ struct PendingJob {
 };
 // Up to `limit` placeable pending jobs of the formation, in priority order,
 // read without a lock (AssignJobs locks those it assigns).
-std::vector<PendingJob> ClaimPending(pqxx::transaction_base& tx, const std::string& formation,
+std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::string& formation,
                                      int limit);
 
 struct SnapshotHost {
