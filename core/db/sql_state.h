@@ -12,6 +12,7 @@ inline constexpr std::string_view kLockNotAvailable = "55P03";
 inline constexpr std::string_view kUndefinedTable = "42P01";
 inline constexpr std::string_view kUndefinedFunction = "42883";
 inline constexpr std::string_view kInvalidSchemaName = "3F000";
+inline constexpr std::string_view kUndefinedObject = "42704";  // a type, a domain
 
 // Class 22 (data exception), 23 (integrity constraint violation) and P0
 // (PL/pgSQL raise, our checks): the statement's data is at fault, so the
