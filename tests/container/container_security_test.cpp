@@ -119,20 +119,6 @@ TEST_F(ContainerSecurityTest, UnprivilegedIdsPastTheNamespaceAreRefused) {
   }
 }
 
-// The host ids a running job's main process holds: Uid, Gid and Groups of
-// its /proc/<pid>/status as the host sees it.
-std::vector<long long> HostIdsOf(pid_t pid) {
-  std::vector<long long> ids;
-  for (const auto& line : Lines(ReadFile("/proc/" + std::to_string(pid) + "/status"))) {
-    if (line.rfind("Uid:", 0) != 0 && line.rfind("Gid:", 0) != 0 && line.rfind("Groups:", 0) != 0) {
-      continue;
-    }
-    std::istringstream in(line.substr(line.find(':') + 1));
-    for (long long id; in >> id;) ids.push_back(id);
-  }
-  return ids;
-}
-
 // An unprivileged job runs in a user namespace of its own: whatever its
 // run_as names (a host account, its groups, plain numbers), its processes
 // hold only ids of hostd's --job-ids range on the host, so a host account's
@@ -176,7 +162,7 @@ TEST_F(ContainerSecurityTest, UnprivilegedJobsHoldOnlyIdsOfTheRangeWhateverTheyR
          ReadFile(req.log_path).find("up") == std::string::npos && Clock::now() < until;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::vector<long long> ids = HostIdsOf(exec->pid());
+    std::vector<long long> ids = pgfleet::testing::HostIdsOfProcess(exec->pid());
     exec->Signal(SIGKILL);
     exec->Wait();
     EXPECT_EQ(ReadFile(req.log_path), "up\n");

@@ -161,15 +161,7 @@ std::vector<long long> HostIdsOfProcesses(const std::string& cmdline) {
   for (const auto& pid : Subdirs("/proc")) {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     if (ReadAll("/proc/" + pid + "/cmdline") != cmdline) continue;
-    std::istringstream status(ReadAll("/proc/" + pid + "/status"));
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("Uid:", 0) != 0 && line.rfind("Gid:", 0) != 0 &&
-          line.rfind("Groups:", 0) != 0) {
-        continue;
-      }
-      std::istringstream in(line.substr(line.find(':') + 1));
-      for (long long id; in >> id;) ids.push_back(id);
-    }
+    for (long long id : HostIdsOfProcess(std::stoi(pid))) ids.push_back(id);
   }
   return ids;
 }

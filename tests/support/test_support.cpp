@@ -273,6 +273,20 @@ std::vector<std::string> HostCgroupDirs(const std::string& host) {
   return out;
 }
 
+std::vector<long long> HostIdsOfProcess(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::vector<long long> ids;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Uid:", 0) != 0 && line.rfind("Gid:", 0) != 0 &&
+        line.rfind("Groups:", 0) != 0) {
+      continue;
+    }
+    std::istringstream in(line.substr(line.find(':') + 1));
+    for (long long id; in >> id;) ids.push_back(id);
+  }
+  return ids;
+}
+
 std::vector<std::string> Subdirs(const std::string& dir) {
   std::vector<std::string> out;
   DIR* d = opendir(dir.c_str());

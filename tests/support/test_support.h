@@ -111,6 +111,10 @@ CommandResult Run(const std::vector<std::string>& argv, std::vector<std::string>
 // Names of the subdirectories of dir (none if it cannot be read).
 std::vector<std::string> Subdirs(const std::string& dir);
 
+// The ids process pid holds as the host sees them: the Uid, Gid (4 each)
+// and Groups values of its /proc/<pid>/status; none once it is gone.
+std::vector<long long> HostIdsOfProcess(pid_t pid);
+
 // The per-host cgroup directories pgfleet/<scope>/<host> of `host` that exist
 // now, whatever hostd's scope (hostd/drivers/container/container.h), in every
 // controller the container driver uses.
