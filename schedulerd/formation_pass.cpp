@@ -15,7 +15,7 @@
 namespace pgfleet::schedulerd {
 
 placement::Plan FormationPass::PlanOnHeldHosts(
-    pqxx::transaction_base& tx, const std::vector<placement::JobRequest>& todo,
+    PassStore& store, const std::vector<placement::JobRequest>& todo,
     const std::map<int64_t, const placement::JobRequest*>& requests,
     std::vector<placement::HostView> hosts, std::set<std::string>* held) {
   for (int round = 0;; ++round) {
@@ -40,7 +40,7 @@ placement::Plan FormationPass::PlanOnHeldHosts(
       plan.placements = std::move(kept);
       return plan;
     }
-    const auto got = store::LockHosts(tx, std::vector<std::string>(want.begin(), want.end()));
+    const auto got = store.LockHosts(std::vector<std::string>(want.begin(), want.end()));
     // What the plan puts on each host it newly locked.
     std::map<std::string, std::pair<int64_t, int64_t>> load;
     for (const auto& p : plan.placements) {
@@ -79,7 +79,7 @@ placement::Plan FormationPass::PlanOnHeldHosts(
 }
 
 FormationPass::Placed FormationPass::Place(
-    pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
+    PassStore& store, const std::vector<store::PendingJob>& claimed,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
   Placed out;
   std::vector<placement::JobRequest> todo;
@@ -96,10 +96,10 @@ FormationPass::Placed FormationPass::Place(
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
     if (round == 0 && !pass_hosts->has_value()) {
-      *pass_hosts = store::LoadHostSnapshot(tx, &host_configs_);
+      *pass_hosts = store.LoadHostSnapshot(&host_configs_);
     }
     std::vector<store::SnapshotHost> snapshot =
-        round == 0 ? **pass_hosts : store::LoadHostSnapshot(tx, &host_configs_);
+        round == 0 ? **pass_hosts : store.LoadHostSnapshot(&host_configs_);
     std::vector<placement::HostView> hosts;
     for (auto& h : snapshot) {
       reach[h.view.id] = HostTarget{h.api_url, h.ticket_key, h.suspensions, {}};
@@ -110,11 +110,11 @@ FormationPass::Placed FormationPass::Place(
     // running. Many, or any left out by a first try, lock their hosts first.
     auto plan = round == 0 && todo.size() <= static_cast<size_t>(model::kPlanWithoutLocksUpTo)
                     ? placement::PlanPlacements(todo, std::move(hosts))
-                    : PlanOnHeldHosts(tx, todo, requests, std::move(hosts), &held);
+                    : PlanOnHeldHosts(store, todo, requests, std::move(hosts), &held);
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;
-    for (auto& a : store::AssignJobs(tx, plan.placements)) {
+    for (auto& a : store.AssignJobs(plan.placements)) {
       done.insert(a.job_id);
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
@@ -150,7 +150,7 @@ FormationPass::Placed FormationPass::Place(
   return out;
 }
 
-void FormationPass::WriteReasons(pqxx::connection& conn,
+void FormationPass::WriteReasons(PassStore& store,
                                  const std::vector<store::PendingJob>& claimed,
                                  const std::map<int64_t, Waiting>& reasons) {
   std::map<int64_t, std::string> changed;
@@ -172,8 +172,7 @@ void FormationPass::WriteReasons(pqxx::connection& conn,
   }
   if (changed.empty()) return;
   try {
-    pqxx::nontransaction tx(conn);  // one statement; it writes only jobs still pending
-    store::SetPendingReasons(tx, changed);
+    store.SetPendingReasons(changed);
   } catch (const pqxx::broken_connection&) {
     throw;
   } catch (const std::exception& e) {  // advisory: the pass's assignments stand
@@ -183,24 +182,24 @@ void FormationPass::WriteReasons(pqxx::connection& conn,
 }
 
 FormationPassResult FormationPass::Work(
-    pqxx::connection& conn, int formation_id, Targets* out,
+    PassStore& store, int formation_id, Targets* out,
     std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
-  pqxx::work tx(conn);
-  auto lock = store::LockFormation(tx, formation_id);
+  store.Begin();
+  auto lock = store.LockFormation(formation_id);
   if (!lock.shape) {
     if (lock.exists) metrics_.Add("pgfleet_scheduler_formation_lock_busy_total", 1);
     return {};
   }
   const auto& shape = lock.shape;
   const store::Formation formation{formation_id, shape->name};
-  if (shape->is_service) ReconcileReplicas(tx, formation, shape->replicas, metrics_);
-  auto claimed = store::ReadPending(tx, formation.name, batch_size_);
+  if (shape->is_service) ReconcileReplicas(store, formation, shape->replicas, metrics_);
+  auto claimed = store.ReadPending(formation.name, batch_size_);
   if (claimed.empty()) {
-    tx.commit();
+    store.Commit();
     return {true, false};
   }
-  Placed placed = Place(tx, claimed, pass_hosts);
-  tx.commit();
+  Placed placed = Place(store, claimed, pass_hosts);
+  store.Commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {
     auto [it, fresh] = out->try_emplace(host, std::move(target));  // moves only when fresh
@@ -208,7 +207,7 @@ FormationPassResult FormationPass::Work(
       for (auto& d : target.jobs) it->second.jobs.push_back(std::move(d));
     }
   }
-  WriteReasons(conn, claimed, placed.reasons);
+  WriteReasons(store, claimed, placed.reasons);
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));
   if (placed.assigned > 0 || !placed.reasons.empty()) {
     spdlog::info("formation={} id={} claimed={} assigned={} waiting={}", formation.name,

@@ -20,14 +20,13 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/metrics/metrics.h"
 #include "schedulerd/dispatch.h"
-#include "schedulerd/store.h"
+#include "schedulerd/pass_store.h"
 
 namespace pgfleet::schedulerd {
 
@@ -43,15 +42,15 @@ class FormationPass {
   FormationPass(int batch_size, metrics::Registry& metrics)
       : batch_size_(batch_size), metrics_(metrics) {}
 
-  // Runs the pass of formation `formation_id` in its own transaction on conn
-  // (nothing when the formation is gone); adds what committed to *out.
+  // Runs the pass of formation `formation_id` in its own transaction of
+  // `store` (nothing when the formation is gone); adds what committed to *out.
   // pass_hosts: the hosts as the scheduler pass first saw them, shared by the
   // pass's formations in priority order and charged with what each assigns
   // (loaded by the first formation that needs it). Capacity freed while the
   // pass runs is left to the next pass, where the highest-priority formation
   // comes first again: a lower-priority formation later in the same pass
   // must not take it ahead of a higher one that just found none.
-  FormationPassResult Work(pqxx::connection& conn, int formation_id, Targets* out,
+  FormationPassResult Work(PassStore& store, int formation_id, Targets* out,
                            std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
  private:
@@ -66,14 +65,14 @@ class FormationPass {
     size_t assigned = 0;
   };
   // Plans `todo` on `hosts` and locks the hosts the plan uses
-  // (store::LockHosts), planning again with their allocations as locked, and
+  // (PassStore::LockHosts), planning again with their allocations as locked, and
   // without those another transaction holds, until the plan uses only hosts
   // this transaction holds (*held); after model::kHoldRounds, jobs still
   // planned elsewhere wait for the next pass. Two schedulers with the same
   // snapshot then place on different hosts instead of both on the first
   // ones, where one's assignment failed and was planned again.
   // requests: every job of todo by id.
-  placement::Plan PlanOnHeldHosts(pqxx::transaction_base& tx,
+  placement::Plan PlanOnHeldHosts(PassStore& store,
                                   const std::vector<placement::JobRequest>& todo,
                                   const std::map<int64_t, const placement::JobRequest*>& requests,
                                   std::vector<placement::HostView> hosts,
@@ -81,7 +80,7 @@ class FormationPass {
   // Rounds of: plan on held hosts (PlanOnHeldHosts), assign (which can still
   // leave out a job another transaction holds or cancelled); jobs left out
   // are planned again against fresh state.
-  Placed Place(pqxx::transaction_base& tx, const std::vector<store::PendingJob>& claimed,
+  Placed Place(PassStore& store, const std::vector<store::PendingJob>& claimed,
                std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
 
   // Why the claimed jobs left waiting wait (jobs.error, for `pgfleet ps`),
@@ -91,12 +90,12 @@ class FormationPass {
   // fleet every pass finds the same ones. Behind the first model::kReasonHead
   // jobs, a job that only waits its turn and has no reason yet gets none.
   // A failure is logged, not thrown (but a broken connection is).
-  void WriteReasons(pqxx::connection& conn, const std::vector<store::PendingJob>& claimed,
+  void WriteReasons(PassStore& store, const std::vector<store::PendingJob>& claimed,
                     const std::map<int64_t, Waiting>& reasons);
 
   int batch_size_;
   metrics::Registry& metrics_;
-  store::HostConfigs host_configs_;  // kept across passes (store::LoadHostSnapshot)
+  store::HostConfigs host_configs_;  // kept across passes (PassStore::LoadHostSnapshot)
 };
 
 }  // namespace pgfleet::schedulerd

@@ -201,7 +201,8 @@ bool Scheduler::WorkDirty(pqxx::connection& conn, const std::atomic<bool>& stop)
       if (!backoff_.Due(id, Clock::now())) continue;  // failing: its wait has not passed
       deadline.Renew();
       try {
-        auto result = formation_pass_.Work(conn, id, &targets, &pass_hosts);
+        PgPassStore pass_store(conn);
+        auto result = formation_pass_.Work(pass_store, id, &targets, &pass_hosts);
         if (result.more_waiting) dirty_.insert(id);
         assigned = assigned || result.assigned;
         if (backoff_.Succeeded(id)) {

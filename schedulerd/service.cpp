@@ -14,15 +14,15 @@ constexpr int kMaxReplicasPerPass = 500;
 
 }  // namespace
 
-void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& formation, int replicas,
+void ReconcileReplicas(PassStore& store, const store::Formation& formation, int replicas,
                        metrics::Registry& metrics) {
-  auto live = store::LiveReplicas(tx, formation.name);
+  auto live = store.LiveReplicas(formation.name);
   auto result = placement::ReconcileService(replicas, live);
   // Bounded per pass, so a huge replica count never becomes one giant insert
   // that holds the formation's lock (and the scheduler) for long; the next
   // pass creates the rest.
   result.to_create = std::min(result.to_create, kMaxReplicasPerPass);
-  if (result.to_create > 0) store::CreateReplicas(tx, formation.id, result.to_create);
+  if (result.to_create > 0) store.CreateReplicas(formation.id, result.to_create);
   if (!result.to_stop.empty()) {
     // Stopping what remains wanted after the creations is a scale-down;
     // anything else replaces replicas on a leaving host.
@@ -32,7 +32,7 @@ void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& forma
     std::string reason = scaled_down ? "service " + formation.name + " scaled to " +
                                            std::to_string(replicas) + " replicas"
                                      : "moved off a draining host";
-    store::StopJobs(tx, result.to_stop, reason);
+    store.StopJobs(result.to_stop, reason);
   }
   if (result.to_create > 0 || !result.to_stop.empty()) {
     metrics.Add("pgfleet_scheduler_replicas_created_total", result.to_create);

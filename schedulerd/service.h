@@ -5,18 +5,16 @@
 // replicas and writes the decision back.
 //
 // What must hold: called only inside the formation's transaction, after
-// store::LockFormation succeeded, so two schedulers never reconcile the
+// PassStore::LockFormation succeeded, so two schedulers never reconcile the
 // same service at once. Replicas it creates are pending rows the same pass
 // then claims and places.
 
-#include <pqxx/pqxx>
-
 #include "core/metrics/metrics.h"
-#include "schedulerd/store.h"
+#include "schedulerd/pass_store.h"
 
 namespace pgfleet::schedulerd {
 
-void ReconcileReplicas(pqxx::transaction_base& tx, const store::Formation& formation, int replicas,
+void ReconcileReplicas(PassStore& store, const store::Formation& formation, int replicas,
                        metrics::Registry& metrics);
 
 }  // namespace pgfleet::schedulerd

@@ -25,6 +25,12 @@ void Registry::Set(const std::string& name, double value) {
   m.counter = false;
 }
 
+double Registry::Get(const std::string& name) const {
+  util::MutexLock lock(mu_);
+  auto it = metrics_.find(name);
+  return it == metrics_.end() ? 0 : it->second.value;
+}
+
 std::string Registry::Render() const {
   util::MutexLock lock(mu_);
   std::string out;

@@ -18,6 +18,7 @@ class Registry {
   void Add(const std::string& name, double delta);  // a counter
   void Set(const std::string& name, double value);  // a gauge
   std::string Render() const;                       // sorted by name
+  double Get(const std::string& name) const;        // 0 for a name never touched
 
  private:
   struct Metric {

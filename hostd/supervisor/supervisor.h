@@ -119,7 +119,7 @@ class Supervisor {
   using Sink = std::function<void(model::Report report)>;
 
   // runner: how attempts run (hostd/attempt_runners.h makes the one for
-  // options.driver; tests/hostd_unit give a fake one).
+  // options.driver; tests/component give a fake one).
   Supervisor(SupervisorOptions options, Sink sink, std::unique_ptr<AttemptRunner> runner);
   ~Supervisor();
 

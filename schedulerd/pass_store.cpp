@@ -1,0 +1,62 @@
+#include "schedulerd/pass_store.h"
+
+#include <stdexcept>
+
+namespace pgfleet::schedulerd {
+
+pqxx::work& PgPassStore::Tx() {
+  if (!tx_) throw std::logic_error("formation pass: store used outside its transaction");
+  return *tx_;
+}
+
+void PgPassStore::Begin() {
+  tx_.reset();  // rolls back one that did not commit
+  tx_.emplace(conn_);
+}
+
+void PgPassStore::Commit() {
+  Tx().commit();
+  tx_.reset();
+}
+
+store::FormationLock PgPassStore::LockFormation(int formation_id) {
+  return store::LockFormation(Tx(), formation_id);
+}
+
+std::vector<placement::ReplicaView> PgPassStore::LiveReplicas(const std::string& formation) {
+  return store::LiveReplicas(Tx(), formation);
+}
+
+int PgPassStore::CreateReplicas(int formation_id, int count) {
+  return store::CreateReplicas(Tx(), formation_id, count);
+}
+
+void PgPassStore::StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) {
+  store::StopJobs(Tx(), job_ids, reason);
+}
+
+std::vector<store::PendingJob> PgPassStore::ReadPending(const std::string& formation, int limit) {
+  return store::ReadPending(Tx(), formation, limit);
+}
+
+std::vector<store::SnapshotHost> PgPassStore::LoadHostSnapshot(store::HostConfigs* configs) {
+  return store::LoadHostSnapshot(Tx(), configs);
+}
+
+std::map<std::string, store::LockedHost> PgPassStore::LockHosts(
+    const std::vector<std::string>& ids) {
+  return store::LockHosts(Tx(), ids);
+}
+
+std::vector<store::Assignment> PgPassStore::AssignJobs(
+    const std::vector<placement::Placement>& plan) {
+  return store::AssignJobs(Tx(), plan);
+}
+
+void PgPassStore::SetPendingReasons(const std::map<int64_t, std::string>& reasons) {
+  if (tx_) throw std::logic_error("formation pass: pending reasons written inside its transaction");
+  pqxx::nontransaction tx(conn_);  // one statement; it writes only jobs still pending
+  store::SetPendingReasons(tx, reasons);
+}
+
+}  // namespace pgfleet::schedulerd

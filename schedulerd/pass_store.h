@@ -1,0 +1,81 @@
+#pragma once
+// What one formation pass (formation_pass.h) reads and writes, and nothing
+// else: the pass's seam. PgPassStore runs it on PostgreSQL with the store's
+// statements (store.h); the unit tests run the same pass on an in-memory
+// fleet (tests/component/formation_pass_test.cpp).
+//
+// What must hold (the contract every implementation keeps, as store.h says
+// for PostgreSQL):
+// - Everything between Begin and Commit is one transaction; ending without
+//   Commit (an exception, the store destroyed) rolls all of it back.
+// - LockFormation holds the formation against every other pass until the
+//   transaction ends; LockHosts and AssignJobs never wait for a row another
+//   transaction holds: they leave it out.
+// - SetPendingReasons runs after Commit, as a statement of its own.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "schedulerd/store.h"
+
+namespace pgfleet::schedulerd {
+
+class PassStore {
+ public:
+  virtual ~PassStore() = default;
+
+  virtual void Begin() = 0;
+  virtual void Commit() = 0;
+
+  // store::LockFormation.
+  virtual store::FormationLock LockFormation(int formation_id) = 0;
+  // A service's replicas: store::LiveReplicas, CreateReplicas, StopJobs.
+  virtual std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) = 0;
+  virtual int CreateReplicas(int formation_id, int count) = 0;
+  virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
+  // store::ReadPending, LoadHostSnapshot, LockHosts, AssignJobs.
+  virtual std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) = 0;
+  virtual std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) = 0;
+  virtual std::map<std::string, store::LockedHost> LockHosts(
+      const std::vector<std::string>& ids) = 0;
+  virtual std::vector<store::Assignment> AssignJobs(
+      const std::vector<placement::Placement>& plan) = 0;
+
+  // After Commit: store::SetPendingReasons in a statement of its own.
+  virtual void SetPendingReasons(const std::map<int64_t, std::string>& reasons) = 0;
+};
+
+// The pass on PostgreSQL, on a connection the store's statements are
+// prepared on (store::Prepare). One per pass: its destructor rolls back a
+// transaction that did not commit.
+class PgPassStore : public PassStore {
+ public:
+  explicit PgPassStore(pqxx::connection& conn) : conn_(conn) {}
+
+  void Begin() override;
+  void Commit() override;
+  store::FormationLock LockFormation(int formation_id) override;
+  std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) override;
+  int CreateReplicas(int formation_id, int count) override;
+  void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
+  std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) override;
+  std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) override;
+  std::map<std::string, store::LockedHost> LockHosts(const std::vector<std::string>& ids) override;
+  std::vector<store::Assignment> AssignJobs(
+      const std::vector<placement::Placement>& plan) override;
+  void SetPendingReasons(const std::map<int64_t, std::string>& reasons) override;
+
+ private:
+  // The open transaction; throws std::logic_error outside Begin..Commit.
+  pqxx::work& Tx();
+
+  pqxx::connection& conn_;
+  std::optional<pqxx::work> tx_;
+};
+
+}  // namespace pgfleet::schedulerd
