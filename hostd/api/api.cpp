@@ -6,7 +6,6 @@
 #include <functional>
 
 #include "core/hostapi/hostapi.h"
-#include "core/model/job_spec.h"
 #include "hostd/api/api_routes.h"
 
 namespace pgfleet::hostd {
@@ -14,86 +13,15 @@ namespace pgfleet::hostd {
 // In the data dir: the tickets this host took, until they expire (net::ReplayGuard).
 constexpr const char* kUsedTicketsFile = "used-tickets";
 
-namespace routes {
-
-std::string JobIdArg(const httplib::Request& req) { return req.matches[req.matches.size() - 1]; }
-
-bool ParseId(const std::string& s, int64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  try {
-    *out = std::stoll(s);
-  } catch (const std::out_of_range&) {
-    return false;
-  }
-  return *out > 0;
-}
-
-int IntParam(const httplib::Request& req, const char* name) {
-  if (!req.has_param(name)) return -1;
-  std::string v = req.get_param_value(name);
-  int64_t n = 0;
-  if (v == "0") return 0;
-  if (!ParseId(v, &n) || n > INT32_MAX) {
-    throw model::SpecError(
-        name, std::string(name) + " must be a non-negative integer (got \"" + v + "\")");
-  }
-  return static_cast<int>(n);
-}
-
-std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, net::TicketKind kind,
-                                      int64_t job, int attempt, std::string* why) {
-  const HostConfig& self = api.agent.Config();
-  int64_t now = net::UnixNow();
-  auto refused = [&api]() -> std::optional<net::Ticket> {
-    api.metrics.Add("pgfleet_host_api_tickets_refused_total", 1);
-    return std::nullopt;
-  };
-  auto t = net::VerifyTicket(text, self.ticket_key, kind, self.id, now, why);
-  if (!t) return refused();
-  if (t->job != job || (attempt > 0 && t->attempt != attempt)) {
-    *why = "ticket is for job " + std::to_string(t->job) + " attempt " +
-           std::to_string(t->attempt) + ", not job " + std::to_string(job) +
-           (attempt > 0 ? " attempt " + std::to_string(attempt) : std::string());
-    return refused();
-  }
-  if (!api.replay->FirstUse(*t, now)) {
-    *why = "ticket already used (a ticket is taken once)";
-    return refused();
-  }
-  return t;
-}
-
-bool HasClusterToken(const Api& api, const httplib::Request& req) {
-  return net::Authorized(req, api.token);
-}
-
-bool AuthorizeJobRequest(const Api& api, const httplib::Request& req, httplib::Response& res,
-                         net::TicketKind kind, int64_t id, int* attempt) {
-  if (HasClusterToken(api, req)) return true;
-  std::string why;
-  auto t = TakeTicket(api, req.get_header_value(kTicketHeader), kind, id,
-                      *attempt < 0 ? 0 : *attempt, &why);
-  if (!t) {
-    net::ErrorResponse(res, 403, std::string(kTicketHeader) + ": " + why);
-    return false;
-  }
-  *attempt = t->attempt;
-  return true;
-}
-
-}  // namespace routes
-
 namespace {
 
 using nlohmann::json;
 using routes::Api;
+using routes::FlagParam;
 using routes::HandleLogs;
 using routes::IntParam;
-using routes::JobIdArg;
-using routes::ParseId;
+using routes::JobIdOf;
+using routes::RequestError;
 using routes::TakeTicket;
 
 void SendJson(httplib::Response& res, const json& body) {
@@ -109,42 +37,24 @@ void HandleListJobs(const Api& api, const httplib::Request&, httplib::Response& 
 
 // GET /v1/jobs/{id}
 void HandleGetJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
+  const int64_t id = JobIdOf(req);
   auto info = api.supervisor.Latest(id);
-  if (!info) {
-    return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
-  }
+  if (!info) throw RequestError(404, "", "job " + std::to_string(id) + " is not known to this host");
   SendJson(res, info->ToJson());
 }
 
 // POST /v1/jobs/{id}/stop
 void HandleStopJob(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
-  int attempt;
-  bool force = false;
-  try {
-    attempt = IntParam(req, "attempt");
-    if (req.has_param("force")) {
-      const std::string f = req.get_param_value("force");
-      if (f != "0" && f != "1") throw model::SpecError("force", "force must be 0 or 1 (got \"" + f.substr(0, 20) + "\")");
-      force = f == "1";
-    }
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
+  const int64_t id = JobIdOf(req);
+  const int attempt = IntParam(req, "attempt");
+  const bool force = FlagParam(req, "force");
   // Only a stop ticket for this job stops it: the cluster token does not.
   std::string why;
   auto t = TakeTicket(api, req.get_header_value(routes::kTicketHeader), net::TicketKind::kStop, id,
                       attempt < 0 ? 0 : attempt, &why);
-  if (!t) return net::ErrorResponse(res, 403, std::string(routes::kTicketHeader) + ": " + why);
+  if (!t) throw RequestError(403, routes::kTicketHeader, std::string(routes::kTicketHeader) + ": " + why);
   if (!api.supervisor.Stop(id, t->attempt, force)) {
-    return net::ErrorResponse(res, 404, "job " + std::to_string(id) + " is not known to this host");
+    throw RequestError(404, "", "job " + std::to_string(id) + " is not known to this host");
   }
   res.set_content(json{{"job", id}, {"status", "stopping"}}.dump(), "application/json");
 }
@@ -241,7 +151,13 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
   auto route = [resolve, guard](Handler handler) {
     return [resolve, handler, guard](const httplib::Request& req, httplib::Response& res) {
       if (guard) guard->Busy(req);  // the request has fully arrived
-      if (const Api* api = resolve(req, res)) handler(*api, req, res);
+      const Api* api = resolve(req, res);
+      if (!api) return;
+      try {
+        handler(*api, req, res);
+      } catch (const RequestError& e) {
+        net::ErrorResponse(res, e.status(), e.what());
+      }
     };
   };
   server.Post(prefix + hostapi::kJobsPath, route(routes::HandleStartJobs));

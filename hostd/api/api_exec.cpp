@@ -45,15 +45,15 @@ using exec::kMaxStdinWaiting;
 using exec::Session;
 using exec::Streamed;
 
-// rows and cols of a terminal, each 1-1000 when given; throws SpecError.
+// rows and cols of a terminal, each 1-1000 when given; BadParam otherwise.
 // False when neither is given.
 bool TerminalSize(const httplib::Request& req, winsize* size) {
   int rows = IntParam(req, "rows");
   int cols = IntParam(req, "cols");
   for (auto [name, v] : {std::pair<const char*, int>{"rows", rows}, {"cols", cols}}) {
     if (v == 0 || v > 1000) {
-      throw model::SpecError(
-          name, std::string(name) + " must be between 1 and 1000 (got " + std::to_string(v) + ")");
+      BadParam(name,
+               std::string(name) + " must be between 1 and 1000 (got " + std::to_string(v) + ")");
     }
   }
   if (rows > 0) size->ws_row = static_cast<unsigned short>(rows);
@@ -61,36 +61,128 @@ bool TerminalSize(const httplib::Request& req, winsize* size) {
   return rows > 0 || cols > 0;
 }
 
+// What POST .../exec asks for, read from its query: the command and how to run it.
+struct ExecQuery {
+  int attempt = -1;
+  bool streamed = false;  // stdin=stream
+  winsize size{24, 80, 0, 0};
+};
+
+ExecQuery ParseExecQuery(const httplib::Request& req, ExecPlan* plan) {
+  ExecQuery q;
+  q.attempt = IntParam(req, "attempt");
+  std::string in = req.get_param_value("stdin");
+  if (!in.empty() && in != "body" && in != "stream") {
+    BadParam("stdin", "stdin must be body or stream (got '" + in.substr(0, 20) + "')");
+  }
+  q.streamed = in == "stream";
+  std::string tty = req.get_param_value("tty");
+  if (!tty.empty() && tty != "0" && tty != "1") {
+    BadParam("tty", "tty must be 0 or 1 (got '" + tty.substr(0, 20) + "')");
+  }
+  plan->tty = tty == "1";
+  TerminalSize(req, &q.size);
+  size_t n = req.get_param_value_count("arg");
+  if (n == 0) BadParam("arg", "arg: give the command as arg=CMD&arg=ARG...");
+  if (n > 1024) BadParam("arg", "arg: at most 1024 arguments");
+  for (size_t i = 0; i < n; ++i) {
+    std::string a = req.get_param_value("arg", i);
+    if (a.find('\0') != std::string::npos || (i == 0 && a.empty())) {
+      BadParam("arg", "arg: the command must be non-empty, without NUL bytes");
+    }
+    plan->argv_store.push_back(a);
+  }
+  return q;
+}
+
+// Fills in what the command joins of the running job `id` (its identity,
+// environment, working directory; a container job's namespaces, root and
+// cgroup): RequestError 409 when the job is not running or has just ended.
+void JoinRunningJob(const Api& api, int64_t id, int attempt, ExecPlan* plan) {
+  auto info = api.supervisor.Attempt(id, attempt < 0 ? 0 : attempt);
+  if (!info || info->pid <= 0 || !api.supervisor.Live(info->job_id, info->attempt)) {
+    throw RequestError(409, "",
+                       "job " + std::to_string(id) +
+                           " is not running on this host: exec runs commands in "
+                           "a running job only");
+  }
+  const RequestError ended(409, "", "job " + std::to_string(id) + " has just ended");
+  const std::string proc = "/proc/" + std::to_string(info->pid);
+  if (!exec::ReadIdentity(info->pid, plan)) throw ended;
+  plan->env_store = exec::ReadEnvironment(info->pid);
+  plan->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (api.supervisor.capabilities().has_own_root) {
+    for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
+      int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) plan->ns_fds.push_back(fd);
+    }
+    plan->root_fd = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    plan->cgroup_procs = JobCgroupProcsFiles(api.agent.Config().id, info->job_id, info->attempt);
+    if (plan->ns_fds.size() != 5 || plan->root_fd < 0 || plan->cgroup_procs.empty()) throw ended;
+  }
+  if (plan->cwd_fd < 0) throw ended;
+  for (auto& a : plan->argv_store) plan->argv.push_back(a.data());
+  plan->argv.push_back(nullptr);
+  for (auto& e : plan->env_store) plan->envp.push_back(e.data());
+  plan->envp.push_back(nullptr);
+}
+
+// Forks the helper that runs the plan (exec::RunHelper), with the session's
+// streams; stdin is `body`, and more to come when `streamed`. Throws
+// std::runtime_error when the streams or the fork cannot be made.
+std::shared_ptr<Session> StartHelper(const ExecPlan& plan, const winsize& size,
+                                     const std::string& body, bool streamed) {
+  auto s = std::make_shared<Session>();
+  int child[3] = {-1, -1, -1};
+  int fail[2];
+  std::string why;
+  if (!exec::MakeStreams(plan.tty, size, s.get(), child, &why)) throw std::runtime_error(why);
+  s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->wake < 0 || pipe2(fail, O_CLOEXEC) != 0) {
+    int e = errno;
+    exec::CloseChildEnds(child);
+    throw std::runtime_error(std::string("pipe: ") + strerror(e));
+  }
+  pid_t helper = fork();
+  if (helper == 0) {
+    for (int fd : {s->in, s->out, s->err, s->tty, s->wake, fail[0]}) {
+      if (fd >= 0) close(fd);
+    }
+    exec::RunHelper(plan, child[0], child[1], child[2], fail[1]);
+  }
+  int fork_errno = errno;
+  exec::CloseChildEnds(child);
+  close(fail[1]);
+  s->fail = fail[0];
+  if (helper < 0) throw std::runtime_error(std::string("fork: ") + strerror(fork_errno));
+  s->helper = helper;
+  for (int fd : {s->in, s->out, s->err}) {
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
+  util::MutexLock lock(s->mu);  // not shared yet, but the fields are the lock's
+  s->stdin_left = body;
+  s->stdin_eof = !streamed;
+  return s;
+}
+
 }  // namespace
 
 void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Response& res) {
   (void)api;
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
+  const int64_t id = JobIdOf(req);
   winsize size{0, 0, 0, 0};
-  bool resize = false, eof = false;
-  try {
-    std::string e = req.get_param_value("eof");
-    if (!e.empty() && e != "0" && e != "1") {
-      throw model::SpecError("eof", "eof must be 0 or 1 (got '" + e + "')");
-    }
-    eof = e == "1";
-    resize = TerminalSize(req, &size);
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
+  const bool eof = FlagParam(req, "eof");
+  const bool resize = TerminalSize(req, &size);
   auto s = Streamed().Find(id, req.get_header_value(kExecSessionHeader));
   if (!s) {
-    return net::ErrorResponse(res, 404,
-                              "no such exec session for job " + std::to_string(id) +
-                                  " (it ended, or the " + kExecSessionHeader + " header is wrong)");
+    throw RequestError(404, kExecSessionHeader,
+                       "no such exec session for job " + std::to_string(id) + " (it ended, or the " +
+                           kExecSessionHeader + " header is wrong)");
   }
   {
     util::MutexLock lock(s->mu);
     if (s->stdin_eof && (!req.body.empty() || eof) && s->tty < 0) {
-      return net::ErrorResponse(res, 409, "the command's stdin is closed");
+      throw RequestError(409, "", "the command's stdin is closed");
     }
     if (s->stdin_left.size() + req.body.size() > kMaxStdinWaiting) {
       res.set_header("Retry-After", "1");
@@ -114,115 +206,15 @@ void HandleExecStdin(const Api& api, const httplib::Request& req, httplib::Respo
 }
 
 void HandleExec(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
-  int attempt;
+  const int64_t id = JobIdOf(req);
   auto plan = std::make_shared<ExecPlan>();
-  bool streamed = false;
-  winsize size{24, 80, 0, 0};
-  try {
-    attempt = IntParam(req, "attempt");
-    std::string in = req.get_param_value("stdin");
-    if (!in.empty() && in != "body" && in != "stream") {
-      throw model::SpecError("stdin", "stdin must be body or stream (got '" + in + "')");
-    }
-    streamed = in == "stream";
-    std::string tty = req.get_param_value("tty");
-    if (!tty.empty() && tty != "0" && tty != "1") {
-      throw model::SpecError("tty", "tty must be 0 or 1 (got '" + tty + "')");
-    }
-    plan->tty = tty == "1";
-    TerminalSize(req, &size);
-    size_t n = req.get_param_value_count("arg");
-    if (n == 0) throw model::SpecError("arg", "arg: give the command as arg=CMD&arg=ARG...");
-    if (n > 1024) throw model::SpecError("arg", "arg: at most 1024 arguments");
-    for (size_t i = 0; i < n; ++i) {
-      std::string a = req.get_param_value("arg", i);
-      if (a.find('\0') != std::string::npos || (i == 0 && a.empty())) {
-        throw model::SpecError("arg", "arg: the command must be non-empty, without NUL bytes");
-      }
-      plan->argv_store.push_back(a);
-    }
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
-  if (!AuthorizeJobRequest(api, req, res, net::TicketKind::kExec, id, &attempt)) return;
-  if (!api.supervisor.RunsProcesses()) {
-    return net::ErrorResponse(
-        res, 404,
-        "job " + std::to_string(id) + " runs no process: this host is simulated (driver sim)");
-  }
-  auto info = api.supervisor.Attempt(id, attempt < 0 ? 0 : attempt);
-  if (!info || info->pid <= 0 || !api.supervisor.Live(info->job_id, info->attempt)) {
-    return net::ErrorResponse(res, 409,
-                              "job " + std::to_string(id) +
-                                  " is not running on this host: exec runs commands in "
-                                  "a running job only");
-  }
-  const pid_t pid = info->pid;
-  const std::string proc = "/proc/" + std::to_string(pid);
-  if (!exec::ReadIdentity(pid, plan.get())) {
-    return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
-  }
-  plan->env_store = exec::ReadEnvironment(pid);
-  plan->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (api.supervisor.capabilities().has_own_root) {
-    for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
-      int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) plan->ns_fds.push_back(fd);
-    }
-    plan->root_fd = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    plan->cgroup_procs = JobCgroupProcsFiles(api.agent.Config().id, info->job_id, info->attempt);
-    if (plan->ns_fds.size() != 5 || plan->root_fd < 0 || plan->cgroup_procs.empty()) {
-      return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
-    }
-  }
-  if (plan->cwd_fd < 0) {
-    return net::ErrorResponse(res, 409, "job " + std::to_string(id) + " has just ended");
-  }
-  for (auto& a : plan->argv_store) plan->argv.push_back(a.data());
-  plan->argv.push_back(nullptr);
-  for (auto& e : plan->env_store) plan->envp.push_back(e.data());
-  plan->envp.push_back(nullptr);
-
-  auto s = std::make_shared<Session>();
-  int child[3] = {-1, -1, -1};
-  int fail[2];
-  std::string why;
-  if (!exec::MakeStreams(plan->tty, size, s.get(), child, &why)) {
-    return net::ErrorResponse(res, 500, why);
-  }
-  s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (s->wake < 0 || pipe2(fail, O_CLOEXEC) != 0) {
-    int e = errno;
-    exec::CloseChildEnds(child);
-    return net::ErrorResponse(res, 500, std::string("pipe: ") + strerror(e));
-  }
-  pid_t helper = fork();
-  if (helper == 0) {
-    for (int fd : {s->in, s->out, s->err, s->tty, s->wake, fail[0]}) {
-      if (fd >= 0) close(fd);
-    }
-    exec::RunHelper(*plan, child[0], child[1], child[2], fail[1]);
-  }
-  int fork_errno = errno;
-  exec::CloseChildEnds(child);
-  close(fail[1]);
-  s->fail = fail[0];
-  if (helper < 0) return net::ErrorResponse(res, 500, std::string("fork: ") + strerror(fork_errno));
-  s->helper = helper;
-  for (int fd : {s->in, s->out, s->err}) {
-    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  }
-  {
-    util::MutexLock lock(s->mu);  // not shared yet, but the fields are the lock's
-    s->stdin_left = req.body;
-    s->stdin_eof = !streamed;
-  }
+  ExecQuery q = ParseExecQuery(req, plan.get());
+  AuthorizeJobRequest(api, req, net::TicketKind::kExec, id, &q.attempt);
+  RefuseIfSimulated(api, "no command runs in job " + std::to_string(id));
+  JoinRunningJob(api, id, q.attempt, plan.get());
+  auto s = StartHelper(*plan, q.size, req.body, q.streamed);
   std::string first;
-  if (streamed) first = "s " + Streamed().Add(id, s) + "\n";
+  if (q.streamed) first = "s " + Streamed().Add(id, s) + "\n";
   exec::PutStdin(*s, 0);  // nothing to send and no more coming: EOF on its stdin now
   api.metrics.Add("pgfleet_host_api_execs_total", 1);
   std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};

@@ -27,7 +27,6 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
-#include "core/model/job_spec.h"
 #include "core/util/text.h"
 #include "hostd/api/api_routes.h"
 #include "hostd/attempt/attempt_dir.h"
@@ -41,11 +40,11 @@ constexpr size_t kMaxEntries = 10000;
 constexpr size_t kFileChunk = 64 * 1024;
 
 // "/etc/hostname" -> "etc/hostname" (relative to the sandbox's root). Throws
-// SpecError naming the rule for what may not be asked.
+// RequestError 400 naming the rule for what may not be asked.
 std::string SandboxRelative(const std::string& path) {
-  if (path.size() > 4096) throw model::SpecError("path", "path must be at most 4096 bytes");
+  if (path.size() > 4096) throw RequestError(400, "path", "path must be at most 4096 bytes");
   if (path.find('\0') != std::string::npos) {
-    throw model::SpecError("path", "path must not contain NUL bytes");
+    throw RequestError(400, "path", "path must not contain NUL bytes");
   }
   std::string out;
   size_t pos = 0;
@@ -54,7 +53,7 @@ std::string SandboxRelative(const std::string& path) {
     if (end == std::string::npos) end = path.size();
     std::string part = path.substr(pos, end - pos);
     if (part == "..") {
-      throw model::SpecError("path",
+      throw RequestError(400, "path",
                              "path must not contain \"..\": it stays inside the job's "
                              "sandbox (got \"" +
                                  path + "\")");
@@ -71,6 +70,7 @@ struct Fd {
   ~Fd() {
     if (fd >= 0) close(fd);
   }
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
 };
@@ -170,7 +170,7 @@ void ListDirectory(int dir_fd, const std::string& shown, httplib::Response& res)
   DIR* d = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!d) {
     if (fd >= 0) close(fd);
-    return net::ErrorResponse(res, 500, "cannot read directory " + shown + ": " + strerror(errno));
+    throw std::runtime_error("cannot read directory " + shown + ": " + strerror(errno));
   }
   std::vector<json> found;
   while (dirent* e = readdir(d)) {
@@ -202,105 +202,57 @@ void ListDirectory(int dir_fd, const std::string& shown, httplib::Response& res)
   res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-}  // namespace
-
-void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
-  int attempt;
-  std::string rel, shown = req.has_param("path") ? req.get_param_value("path") : "/";
-  try {
-    attempt = IntParam(req, "attempt");
-    rel = SandboxRelative(shown);
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
-  if (!AuthorizeJobRequest(api, req, res, net::TicketKind::kFs, id, &attempt)) return;
-  if (!api.supervisor.RunsProcesses()) {
-    return net::ErrorResponse(res, 404,
-                              "no files for job " + std::to_string(id) +
-                                  ": this host is simulated (driver sim), its jobs "
-                                  "run no process");
-  }
-  const int want = attempt < 0 ? 0 : attempt;
-  std::string log = api.supervisor.LogPath(id, want);
-  if (log.empty()) {
-    if (AnswerCollected(api, res, id, want)) return;
-    return net::ErrorResponse(res, 404,
-                              "job " + std::to_string(id) +
-                                  (want > 0 ? " attempt " + std::to_string(want) : "") +
-                                  " has no sandbox on this host");
-  }
-  std::string dir = log.substr(0, log.rfind('/'));
-  if (want <= 0) attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
-  // Held while we read: the collector leaves the directory alone.
-  std::shared_ptr<void> hold = api.collector ? api.collector->Hold(id, attempt) : nullptr;
-  if (AnswerCollected(api, res, id, attempt)) return;
-  std::string sandbox = "working directory";
-  auto info = api.supervisor.Attempt(id, attempt);
-  const bool container = api.supervisor.capabilities().has_own_root;
-  Fd proc_fd(-1);
-  if (container && info && info->pid > 0 && api.supervisor.Live(id, attempt)) {
-    proc_fd.fd = open(("/proc/" + std::to_string(info->pid)).c_str(),
-                      O_PATH | O_DIRECTORY | O_CLOEXEC);
-    sandbox = "container root";
-  }
-  Fd root_fd(sandbox == "container root"
-                 ? openat(proc_fd.fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC)
-                 : open((dir + "/" + attempt::kWorkDir).c_str(),
-                        O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (root_fd.fd < 0) {
-    return net::ErrorResponse(res, 404,
-                              "the sandbox of job " + std::to_string(id) + " attempt " +
-                                  std::to_string(attempt) + " is gone (" + strerror(errno) + ")");
-  }
+// Where a job's files are read from, and as whom.
+struct Sandbox {
+  std::string name;  // "container root" (a running container job) or "working directory"
+  Fd root{-1};       // O_PATH
   // A container job's files are read as the job would read them: with its
   // uid, gid and groups (its running process's, else its work dir owner's),
   // so the host's files it sees but may not read (/etc/shadow) stay closed.
   // (The process driver runs only privileged jobs, as hostd's own user.)
   std::optional<JobIdentity> identity;
+};
+
+// The sandbox of the held attempt: RequestError 404 when it is gone.
+Sandbox OpenSandbox(const Api& api, int64_t id, const HeldAttempt& held) {
+  Sandbox box;
+  box.name = "working directory";
+  auto info = api.supervisor.Attempt(id, held.attempt);
+  const bool container = api.supervisor.capabilities().has_own_root;
+  Fd proc_fd(-1);
+  if (container && info && info->pid > 0 && api.supervisor.Live(id, held.attempt)) {
+    proc_fd.fd = open(("/proc/" + std::to_string(info->pid)).c_str(),
+                      O_PATH | O_DIRECTORY | O_CLOEXEC);
+    box.name = "container root";
+  }
+  const bool running = box.name == "container root";
+  box.root.fd = running ? openat(proc_fd.fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                        : open((held.dir + "/" + attempt::kWorkDir).c_str(),
+                               O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const std::string gone = "the sandbox of job " + std::to_string(id) + " attempt " +
+                           std::to_string(held.attempt) + " is gone";
+  if (box.root.fd < 0) throw RequestError(404, "", gone + " (" + strerror(errno) + ")");
   if (container) {
-    identity = sandbox == "container root" ? IdentityOfProcess(proc_fd.fd)
-                                           : IdentityOfOwner(root_fd.fd);
-    if (!identity) {
-      return net::ErrorResponse(res, 404,
-                                "the sandbox of job " + std::to_string(id) + " attempt " +
-                                    std::to_string(attempt) + " is gone (its identity is unknown)");
-    }
+    box.identity = running ? IdentityOfProcess(proc_fd.fd) : IdentityOfOwner(box.root.fd);
+    if (!box.identity) throw RequestError(404, "", gone + " (its identity is unknown)");
   }
-  std::optional<ActingAs> acting;
-  if (identity) acting.emplace(*identity);
-  auto fd = std::make_shared<Fd>(OpenInRoot(root_fd.fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-  if (fd->fd < 0 && errno == ELOOP) {
-    // The path names a symlink itself: say where it points, do not follow it.
-    Fd link(OpenInRoot(root_fd.fd, rel, O_PATH | O_NOFOLLOW));
-    char target[4096];
-    ssize_t n = link.fd >= 0 ? readlinkat(link.fd, "", target, sizeof target) : -1;
-    json out = {{"path", shown}, {"type", "symlink"}};
-    if (n >= 0) out["target"] = util::SanitizeUtf8(std::string(target, static_cast<size_t>(n)));
-    res.set_content(out.dump(), "application/json");
-    return;
-  }
-  if (fd->fd < 0) {
-    int err = errno;
-    return net::ErrorResponse(
-        res, err == ENOENT || err == ENOTDIR ? 404 : 403,
-        "path: " + shown + ": " + strerror(err) + " (in the job's " + sandbox + ")");
-  }
-  res.set_header("X-Pgfleet-Sandbox", sandbox);
-  struct stat st {};
-  if (fstat(fd->fd, &st) != 0) return net::ErrorResponse(res, 500, strerror(errno));
-  if (S_ISDIR(st.st_mode)) return ListDirectory(fd->fd, shown, res);
-  acting.reset();  // the descriptor is open: reading it checks nothing more
-  if (!S_ISREG(st.st_mode)) {
-    return net::ErrorResponse(res, 400,
-                              "path: " + shown + " is a " + TypeOf(st.st_mode) +
-                                  ", not a regular file or directory: only those are read");
-  }
-  // Bytes, a chunk at a time, up to the size it had when asked.
-  const size_t size = static_cast<size_t>(st.st_size);
+  return box;
+}
+
+// Answers for a path that names a symlink: where it points, not followed.
+void AnswerSymlink(int root_fd, const std::string& rel, const std::string& shown,
+                   httplib::Response& res) {
+  Fd link(OpenInRoot(root_fd, rel, O_PATH | O_NOFOLLOW));
+  char target[4096];
+  ssize_t n = link.fd >= 0 ? readlinkat(link.fd, "", target, sizeof target) : -1;
+  json out = {{"path", shown}, {"type", "symlink"}};
+  if (n >= 0) out["target"] = util::SanitizeUtf8(std::string(target, static_cast<size_t>(n)));
+  res.set_content(out.dump(), "application/json");
+}
+
+// Streams a regular file's bytes, a chunk at a time, up to the size it had when asked.
+void AnswerFile(const Api& api, const httplib::Request& req, std::shared_ptr<Fd> fd, size_t size,
+                std::shared_ptr<void> hold, httplib::Response& res) {
   std::function<void()> touch = api.guard ? api.guard->Toucher(req) : [] {};
   res.set_content_provider(
       size, "application/octet-stream",
@@ -311,6 +263,42 @@ void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& re
         if (n <= 0) return false;  // shrank meanwhile: the answer ends short
         return sink.write(buf.data(), static_cast<size_t>(n));
       });
+}
+
+}  // namespace
+
+void HandleFs(const Api& api, const httplib::Request& req, httplib::Response& res) {
+  const int64_t id = JobIdOf(req);
+  int attempt = IntParam(req, "attempt");
+  const std::string shown = req.has_param("path") ? req.get_param_value("path") : "/";
+  const std::string rel = SandboxRelative(shown);
+  AuthorizeJobRequest(api, req, net::TicketKind::kFs, id, &attempt);
+  RefuseIfSimulated(api, "no files for job " + std::to_string(id));
+  HeldAttempt held = HoldAttemptDir(
+      api, id, attempt,
+      "job " + std::to_string(id) + (attempt > 0 ? " attempt " + std::to_string(attempt) : "") +
+          " has no sandbox on this host");
+  Sandbox box = OpenSandbox(api, id, held);
+  std::optional<ActingAs> acting;
+  if (box.identity) acting.emplace(*box.identity);
+  auto fd = std::make_shared<Fd>(OpenInRoot(box.root.fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (fd->fd < 0 && errno == ELOOP) return AnswerSymlink(box.root.fd, rel, shown, res);
+  if (fd->fd < 0) {
+    int err = errno;
+    throw RequestError(err == ENOENT || err == ENOTDIR ? 404 : 403, "path",
+                       "path: " + shown + ": " + strerror(err) + " (in the job's " + box.name + ")");
+  }
+  res.set_header("X-Pgfleet-Sandbox", box.name);
+  struct stat st {};
+  if (fstat(fd->fd, &st) != 0) throw std::runtime_error(std::string("fstat: ") + strerror(errno));
+  if (S_ISDIR(st.st_mode)) return ListDirectory(fd->fd, shown, res);
+  acting.reset();  // the descriptor is open: reading it checks nothing more
+  if (!S_ISREG(st.st_mode)) {
+    throw RequestError(400, "path",
+                       "path: " + shown + " is a " + TypeOf(st.st_mode) +
+                           ", not a regular file or directory: only those are read");
+  }
+  AnswerFile(api, req, fd, static_cast<size_t>(st.st_size), std::move(held.hold), res);
 }
 
 }  // namespace pgfleet::hostd::routes

@@ -90,84 +90,59 @@ void StreamLog(const Api& api, const httplib::Request& req, httplib::Response& r
   });
 }
 
-}  // namespace
+// The query of GET .../logs.
+struct LogQuery {
+  int attempt = -1, tail = -1;
+  bool follow = false;
+  int64_t offset = -1;  // resuming: the position after the last byte the client has
+};
 
-// 410 when the attempt's directory was collected (attempt 0: the job's
-// latest collected attempt); false when it was not.
-bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt) {
-  if (!api.collector) return false;
-  auto c = api.collector->Find(id, &attempt);
-  if (!c) return false;
-  net::ErrorResponse(res, 410,
-                     "the log of job " + std::to_string(id) + " attempt " +
-                         std::to_string(attempt) + " was collected at " +
-                         util::IsoTime(c->collected) + " (the attempt ended at " +
-                         util::IsoTime(c->ended) + "; hostd --gc-after, --gc-disk-percent)");
-  return true;
+LogQuery ParseLogQuery(const httplib::Request& req) {
+  LogQuery q;
+  q.attempt = IntParam(req, "attempt");
+  q.tail = IntParam(req, "tail");
+  q.follow = IntParam(req, "follow") > 0;
+  if (req.has_param("offset")) {
+    // Resuming a stream that broke off: X-Log-Offset of its first answer
+    // plus what it got.
+    const std::string v = req.get_param_value("offset");
+    if (v == "0") {
+      q.offset = 0;
+    } else if (!ParseId(v, &q.offset)) {
+      BadParam("offset", "offset must be a non-negative integer, in bytes (got \"" +
+                             v.substr(0, 20) + "\")");
+    }
+    if (q.tail >= 0) BadParam("offset", "offset and tail exclude each other");
+  }
+  if (q.tail > kMaxTailLines) {
+    BadParam("tail", "tail must be at most " + std::to_string(kMaxTailLines) + " lines (got " +
+                         std::to_string(q.tail) + ")");
+  }
+  return q;
 }
 
+}  // namespace
+
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res) {
-  int64_t id;
-  if (!ParseId(JobIdArg(req), &id)) {
-    return net::ErrorResponse(res, 400, "job id must be a positive integer");
-  }
-  int attempt, tail, follow;
-  int64_t offset = -1;
-  try {
-    attempt = IntParam(req, "attempt");
-    tail = IntParam(req, "tail");
-    follow = IntParam(req, "follow");
-    if (req.has_param("offset")) {
-      // Resuming a stream that broke off: the position after the last byte
-      // the client has (X-Log-Offset of its first answer plus what it got).
-      const std::string v = req.get_param_value("offset");
-      if (v == "0") {
-        offset = 0;
-      } else if (!ParseId(v, &offset)) {
-        throw model::SpecError(
-            "offset", "offset must be a non-negative integer, in bytes (got \"" + v + "\")");
-      }
-      if (tail >= 0) throw model::SpecError("offset", "offset and tail exclude each other");
-    }
-    if (tail > kMaxTailLines) {
-      throw model::SpecError("tail", "tail must be at most " + std::to_string(kMaxTailLines) +
-                                         " lines (got " + std::to_string(tail) + ")");
-    }
-  } catch (const model::SpecError& e) {
-    return net::ErrorResponse(res, 400, e.what());
-  }
+  const int64_t id = JobIdOf(req);
+  LogQuery q = ParseLogQuery(req);
   // A log ticket from pgfleet.log_ticket: for this job (and attempt, if given).
-  if (!AuthorizeJobRequest(api, req, res, net::TicketKind::kLogs, id, &attempt)) return;
-  std::string path = api.supervisor.LogPath(id, attempt < 0 ? 0 : attempt);
-  if (path.empty() && !api.supervisor.RunsProcesses()) {
-    return net::ErrorResponse(res, 404,
-                              "no logs for job " + std::to_string(id) +
-                                  ": this host is simulated (driver sim), its jobs run no process");
-  }
-  if (path.empty()) {
-    if (AnswerCollected(api, res, id, attempt < 0 ? 0 : attempt)) return;
-    return net::ErrorResponse(res, 404, "no logs for job " + std::to_string(id) + " on this host");
-  }
-  std::string dir = path.substr(0, path.rfind('/'));
-  if (attempt <= 0) {
-    // attempt from the directory name <job>-<attempt>
-    attempt = std::stoi(dir.substr(dir.rfind('-') + 1));
-  }
-  // Held before looking again: the collector either sees the hold, or has
-  // already recorded the attempt as collected.
-  std::shared_ptr<void> hold = api.collector ? api.collector->Hold(id, attempt) : nullptr;
-  if (AnswerCollected(api, res, id, attempt)) return;
-  output::Extent extent = output::ExtentOf(dir);
+  AuthorizeJobRequest(api, req, net::TicketKind::kLogs, id, &q.attempt);
+  const std::string job = "no logs for job " + std::to_string(id);
+  if (api.supervisor.LogPath(id, q.attempt < 0 ? 0 : q.attempt).empty()) RefuseIfSimulated(api, job);
+  HeldAttempt held = HoldAttemptDir(api, id, q.attempt, job + " on this host");
+  output::Extent extent = output::ExtentOf(held.dir);
   uint64_t start =
-      offset >= 0 ? std::clamp<uint64_t>(static_cast<uint64_t>(offset), extent.first, extent.end)
-      : tail < 0  ? extent.first
-                  : TailOffset(dir, extent, tail);
+      q.offset >= 0 ? std::clamp<uint64_t>(static_cast<uint64_t>(q.offset), extent.first, extent.end)
+      : q.tail < 0  ? extent.first
+                    : TailOffset(held.dir, extent, q.tail);
   // Where this answer's first byte is in the whole output: a client resumes
   // at this plus what it received. Earlier output was rotated away when
   // X-Log-First is above 0.
   res.set_header("X-Log-Offset", std::to_string(start));
   res.set_header("X-Log-First", std::to_string(extent.first));
-  StreamLog(api, req, res, id, attempt, dir, start, extent.end, follow > 0, std::move(hold));
+  StreamLog(api, req, res, id, held.attempt, held.dir, start, extent.end, q.follow,
+            std::move(held.hold));
 }
 
 }  // namespace pgfleet::hostd::routes

@@ -1,12 +1,20 @@
 #pragma once
-// What hostd's route handlers share (api.cpp: jobs; api_logs.cpp: logs).
-// Internal to the API: api.h is its interface.
+// What hostd's route handlers share (api.cpp: listing, one job, stop;
+// api_start.cpp: starting a batch; api_logs.cpp, api_fs.cpp, api_exec.cpp:
+// looking into a job). Internal to the API: api.h is its interface.
+//
+// Errors (ARCHITECTURE.md, "Errors"): a request the API refuses is a
+// RequestError, thrown by whichever step finds it and answered by the route
+// wrapper (api.cpp) as {"error": message} with its status; any other
+// exception is the host's own failure, logged with a number and answered
+// 500 with that number only.
 
 #include <httplib.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "core/metrics/metrics.h"
@@ -32,6 +40,23 @@ struct Api {
 using net::kExecSessionHeader;
 using net::kTicketHeader;
 
+// A request refused: its HTTP status, the parameter or header it names ("" for
+// none), and a message that names the rule, for the caller.
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(int status, std::string field, const std::string& message)
+      : std::runtime_error(message), status_(status), field_(std::move(field)) {}
+  int status() const { return status_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  int status_;
+  std::string field_;
+};
+
+// 400 naming the parameter `field`.
+[[noreturn]] void BadParam(const std::string& field, const std::string& message);
+
 // Checks `text` as this host's ticket of `kind` for job/attempt (attempt 0:
 // any attempt, the ticket's is then returned) and takes it (never twice).
 // Returns the ticket, or nullopt with *why naming the rule it broke (counted
@@ -43,24 +68,42 @@ std::optional<net::Ticket> TakeTicket(const Api& api, const std::string& text, n
 // lets a logs request with a ticket header through without it).
 bool HasClusterToken(const Api& api, const httplib::Request& req);
 
-// The job id of a route: its last capture (hollow hosts' routes capture the host first).
-std::string JobIdArg(const httplib::Request& req);
+// The job id of a route, its last capture (hollow hosts' routes capture the
+// host first): a positive integer, else RequestError 400.
+int64_t JobIdOf(const httplib::Request& req);
 
 // A job id as POST /v1/jobs takes it: any positive 64-bit integer.
 bool ParseId(const std::string& s, int64_t* out);
 
-// Query parameter as a non-negative int; -1 when absent; throws SpecError when malformed.
+// Query parameter as a non-negative int; -1 when absent; BadParam when malformed.
 int IntParam(const httplib::Request& req, const char* name);
+// Query parameter 0 or 1 (absent: false); BadParam otherwise.
+bool FlagParam(const httplib::Request& req, const char* name);
 
-// Answers 410 when the attempt's directory was collected (attempt 0: the
-// job's latest collected attempt) and returns true; false when it was not.
-bool AnswerCollected(const Api& api, httplib::Response& res, int64_t id, int attempt);
+// RequestError 410 when the attempt's directory was collected (attempt 0:
+// the job's latest collected attempt).
+void RefuseIfCollected(const Api& api, int64_t id, int attempt);
+
+// An attempt's directory on this host, kept from the collector while `hold` lives.
+struct HeldAttempt {
+  std::string dir;
+  int attempt = 0;
+  std::shared_ptr<void> hold;
+};
+// The directory of job id's attempt (attempt <= 0: its latest), held:
+// RequestError 410 when it was collected, 404 saying `missing` when this
+// host has none.
+HeldAttempt HoldAttemptDir(const Api& api, int64_t id, int attempt, const std::string& missing);
 
 // Lets the request through with the cluster token, or takes its ticket of
-// `kind` for job id (and attempt, if > 0): false, having answered 403 naming
-// the rule, when it has neither. *attempt becomes the ticket's when it had none.
-bool AuthorizeJobRequest(const Api& api, const httplib::Request& req, httplib::Response& res,
-                         net::TicketKind kind, int64_t id, int* attempt);
+// `kind` for job id (and attempt, if > 0): RequestError 403 naming the rule
+// when it has neither. *attempt becomes the ticket's when it had none.
+void AuthorizeJobRequest(const Api& api, const httplib::Request& req, net::TicketKind kind,
+                         int64_t id, int* attempt);
+
+// RequestError 404 when this host runs no processes (driver sim): `what`
+// names what was asked for ("no logs for job 7").
+void RefuseIfSimulated(const Api& api, const std::string& what);
 
 // GET /v1/jobs/{id}/logs (api_logs.cpp)
 void HandleLogs(const Api& api, const httplib::Request& req, httplib::Response& res);
