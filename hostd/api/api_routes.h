@@ -1,5 +1,7 @@
 #pragma once
-// What hostd's route handlers share (api.cpp: jobs; api_logs.cpp: logs).
+// What hostd's route handlers share (api.cpp: the shared checks, listing,
+// reading and stopping jobs, and the routing; api_start.cpp: starting a
+// batch; api_logs.cpp, api_fs.cpp, api_exec.cpp: logs, files, exec).
 // Internal to the API: api.h is its interface.
 
 #include <httplib.h>
