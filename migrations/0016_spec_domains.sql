@@ -1,11 +1,8 @@
 -- The rules of a job's spec columns (and of the same columns of formations,
--- its template) as domains, one per rule, with the rule's name. A table CHECK
--- is read back from its stored text and compiled by every statement that
--- writes the table, and evaluated on every row written whichever columns
--- changed: 16 of them for each insert, assignment and report of a job (42 µs
--- a statement, 27 % of a single-row insert; docs/benchmarks.md). A domain's
+-- its template) as domains, one per rule, with the rule's name: a domain's
 -- rule is compiled once per session and checked only when a value of its
--- column is written: at insert, never when a job changes state.
+-- column is written, at insert, never when a job changes state
+-- (docs/decisions/0007).
 --
 -- A bad value fails as before, naming the field and the rule (SQLSTATE
 -- 23514): value for domain pgfleet.spec_cpu violates check constraint "cpu

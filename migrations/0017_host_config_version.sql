@@ -1,9 +1,7 @@
 -- What a scheduler keeps of a host between passes (its labels, API URL,
 -- driver and ticket key) is read again only when this number changes: the
--- per-pass snapshot reads just capacity, allocations and condition. A
--- snapshot of 1,000 hosts with the labels as text and the keys as hex took
--- 1.4 ms by hand and 7.4 ms a pass in the burst; without them 0.7 ms, and the
--- scheduler parses no labels (docs/benchmarks.md). Bumped by triggers
+-- per-pass snapshot reads just capacity, allocations and condition, and the
+-- scheduler parses no labels (docs/decisions/0009). Bumped by triggers
 -- (sql/020_triggers.sql), whoever writes the row: register_host, an operator's
 -- UPDATE of labels, a new key in pgfleet.host_keys.
 alter table pgfleet.hosts add column config_version bigint not null default 1;

@@ -1,12 +1,8 @@
 -- The one-column rules of hosts as domains, one per rule, with the rule's
--- name (as migration 0016 did for the jobs' spec columns). A table CHECK is
--- read back from its stored text and compiled by every statement that writes
--- the table, and evaluated on every row written whichever columns changed:
--- each assignment and each report of a finished attempt updates its host's
--- allocation, and paid for all eight (the labels' JSON path, the id's and the
--- URL's regular expressions) to change two integers: 0.02-0.05 ms a
--- statement (docs/benchmarks.md). A domain's rule is compiled once per
--- session and checked only when a value of its column is written.
+-- name (as migration 0016 did for the jobs' spec columns): a domain's rule is
+-- compiled once per session and checked only when a value of its column is
+-- written, so an allocation update pays for none of them
+-- (docs/decisions/0007).
 --
 -- The two rules that span columns (cpu_allocated between 0 and cpu, the same
 -- for memory: no host is ever overcommitted) stay table CHECKs.

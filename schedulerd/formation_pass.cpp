@@ -160,10 +160,8 @@ void FormationPass::WriteReasons(PassStore& store,
     if (it == reasons.end() || it->second.reason == p.reason) continue;
     // Behind the head of the queue, a job that only waits its turn (for
     // capacity, or for hosts to recover) and has no reason yet is left
-    // without one: in a burst nearly every job waits a pass or two behind
-    // others before it is placed, and writing each one's row for it cost more
-    // than placing it (docs/benchmarks.md). A job that can never fit, or
-    // whose reason says something else now, is written wherever it is.
+    // without one (docs/decisions/0015). A job that can never fit, or whose
+    // reason says something else now, is written wherever it is.
     if (i >= static_cast<size_t>(model::kReasonHead) && !it->second.never_fits &&
         p.reason.empty()) {
       continue;

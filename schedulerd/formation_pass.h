@@ -69,8 +69,7 @@ class FormationPass {
   // without those another transaction holds, until the plan uses only hosts
   // this transaction holds (*held); after model::kHoldRounds, jobs still
   // planned elsewhere wait for the next pass. Two schedulers with the same
-  // snapshot then place on different hosts instead of both on the first
-  // ones, where one's assignment failed and was planned again.
+  // snapshot then place on different hosts (docs/decisions/0013).
   // requests: every job of todo by id.
   placement::Plan PlanOnHeldHosts(PassStore& store,
                                   const std::vector<placement::JobRequest>& todo,

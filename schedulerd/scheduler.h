@@ -22,9 +22,7 @@
 // until a NOTIFY, which wakers send only while some scheduler holds that lock.
 // Woken, it keeps the lock through that pass (every waker meanwhile still
 // notifies, so nothing is missed) and gives it back only when the pass leaves
-// work waiting: a busy scheduler's work then costs inserts no NOTIFY, and a
-// job arriving alone costs no unlock before, and no relock after, its pass
-// (two round trips on its way to running, three more after).
+// work waiting (docs/decisions/0004).
 
 #include <atomic>
 #include <chrono>

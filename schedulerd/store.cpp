@@ -44,10 +44,8 @@ constexpr db::Statement kLockFormation{
     "select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,"
     "       f.replicas, f.name from pgfleet.formations f where f.id = $1"};
 
-// What placement needs, without a lock and without the spec: a full fleet
-// places few of the jobs a pass reads, and locking each row read (a WAL
-// record) and building its spec cost more than placing it. assign_jobs locks
-// the jobs it assigns and returns their specs (docs/benchmarks.md).
+// What placement needs, without a lock and without the spec: assign_jobs
+// locks the jobs it assigns and returns their specs (docs/decisions/0014).
 constexpr db::Statement kReadPending{
     "schedulerd_read_pending",
     // Ready jobs (jobs_ready_idx) and jobs whose not_before has come
@@ -78,7 +76,7 @@ constexpr db::Statement kLoadHostSnapshot{
     " where h.state = 'up' and h.admitted"
     "   and (h.suspended_until is null or h.suspended_until <= now())"
     // host_ttl() once (an init plan), not once per host row: 15 ms a call at
-    // 1,000 hosts against 1 ms (docs/benchmarks.md)
+    // 1,000 hosts against 1 ms (docs/benchmarks/2026-11-25-fewer-statements-per-job.md)
     "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
 
 // The hosts of $1 still up and not suspended, locked for the pass (skipping

@@ -116,9 +116,8 @@ struct LockedHost {
 // suspended, skipping those another transaction holds (another scheduler's
 // pass, a report, an operator): those locked, as locked, by id. A pass
 // plans on hosts it holds alone, so schedulers placing at once never plan
-// onto the same room (where only one plan per host could commit and the
-// others were planned again: docs/benchmarks.md), and nothing changes a
-// held host's room before the pass commits. It never waits.
+// onto the same room, and nothing changes a held host's room before the
+// pass commits. It never waits (docs/decisions/0013).
 std::map<std::string, LockedHost> LockHosts(pqxx::transaction_base& tx,
                                             const std::vector<std::string>& ids);
 

@@ -41,10 +41,9 @@ comment on function pgfleet.caller() is
 -- Superusers and the schema's owner (who runs migrate) may do everything.
 -- The owner is written into pgfleet.schema_owner() by each migrate, as a
 -- role oid (a renamed role stays the owner), so that is_admin is one call of
--- pg_has_role that the planner inlines wherever it is asked: looked up in
--- pg_namespace it was a statement of its own in every host report,
--- heartbeat and insert (docs/benchmarks.md). After ALTER SCHEMA ... OWNER
--- TO, run migrate again (the old owner keeps owning the tables until then).
+-- pg_has_role that the planner inlines (docs/decisions/0005). After ALTER
+-- SCHEMA ... OWNER TO, run migrate again (the old owner keeps owning the
+-- tables until then).
 do $$
 begin
   execute format('create or replace function pgfleet.schema_owner() returns oid '

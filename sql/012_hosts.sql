@@ -131,8 +131,7 @@ comment on function pgfleet.admit_host(text, integer, integer, jsonb) is
   'Operator control: the host may get jobs, offering at most p_cpu millicores, p_memory MiB and the labels of p_labels (each defaulting to what it declares now); on an admitted host, changes those allowances.';
 
 -- heartbeat and host_jobs are PL/pgSQL, which keeps their plans for the
--- session: as SQL functions of two statements (never inlined) they were parsed
--- and planned on every call, 0.5 ms each, once a second per host.
+-- session (docs/decisions/0002).
 -- The three-argument heartbeat of earlier versions: a hostd of today sends its
 -- condition too (a call with three arguments still reaches the one below).
 drop function if exists pgfleet.heartbeat(text, bigint, integer);
@@ -176,16 +175,13 @@ begin
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
   end if;
   -- With the database's view of the host's live attempts, so that hostd
-  -- reconciles only when its own differs (or stops are wanted): at rest a
-  -- host then asks for its jobs once a minute, not every few seconds.
-  -- live_digest: the XOR over the live attempts (assigned or running) of
-  -- the first 64 bits of md5("id/attempt/uid"), as a signed number in text
-  -- ("0" for none); hostd computes the same over the attempts it runs
-  -- (Agent::ViewDiffers). Order-free, so no sort: one scan of the
-  -- live-by-host index. Only a host with an allocation has live attempts
-  -- (allocations are their sum: pgfleet.allocation_drift), so a host at rest
-  -- costs its row alone: a quarter less than joining the jobs every time
-  -- (docs/benchmarks.md).
+  -- reconciles only when its own differs (or stops are wanted)
+  -- (docs/decisions/0010). live_digest: the XOR over the live attempts
+  -- (assigned or running) of the first 64 bits of md5("id/attempt/uid"), as
+  -- a signed number in text ("0" for none); hostd computes the same over the
+  -- attempts it runs (Agent::ViewDiffers). Only a host with an allocation has
+  -- live attempts (allocations are their sum: pgfleet.allocation_drift), so
+  -- only such a host's are read.
   select h.state::text, h.generation, h.cpu_allocated > 0 or h.memory_allocated > 0
     into state, generation, v_live
     from pgfleet.hosts h where h.id = p_host;
@@ -279,7 +275,8 @@ declare
 begin
   -- Almost always no host is past a drain deadline: asking the hosts first
   -- spares the join over every live job (6 ms a call in a burst on 1,000
-  -- hosts with 10,000 jobs running, docs/benchmarks.md).
+  -- hosts with 10,000 jobs running,
+  -- docs/benchmarks/2026-11-26-history-pooler-fleet-at-rest.md).
   if not exists (select 1 from pgfleet.hosts h where h.state = 'draining' and h.drain_deadline < now()) then
     return 0;
   end if;

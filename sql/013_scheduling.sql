@@ -16,9 +16,8 @@ end $$;
 create or replace function pgfleet.assign_jobs(p_plan jsonb)
 returns table (job_id bigint, attempt integer, host_id text, spec text, uid text)
 language plpgsql
--- PL/pgSQL with a generic plan, kept for the session: as a SQL function it
--- was parsed and planned on every call (2.5 ms for a one-job plan). Jobs by
--- primary key only, never a scan of the table (as in report_jobs).
+-- PL/pgSQL with a generic plan, kept for the session (docs/decisions/0002).
+-- Jobs by primary key only, never a scan of the table (as in report_jobs).
 set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 begin
@@ -58,9 +57,7 @@ begin
     -- A host another transaction holds (another scheduler's pass placing on
     -- it, a report freeing it) is skipped, not waited for: its jobs are not
     -- assigned this time and the scheduler plans them again against fresh
-    -- rows. Waiting queued every pass of every formation behind the others
-    -- on the few hosts with room (bin-packing sends them all to the same
-    -- ones): with 100 formations it halved the burst (docs/benchmarks.md).
+    -- rows (docs/decisions/0013).
     select h.id from pgfleet.hosts h where h.id in (select host_id from need)
      order by h.id for update skip locked
   ), reserved as (
@@ -82,8 +79,8 @@ begin
      -- a state condition here let the planner scan the pending index once per
      -- claimed job (quadratic: 500 claimed x 20,000 pending).
      where j.id = c.id and c.host_id in (select id from reserved)
-    -- The spec hostd is sent, built for the jobs assigned only (a claim reads
-    -- many more than a full fleet has room for: docs/benchmarks.md).
+    -- The spec hostd is sent, built for the jobs assigned only
+    -- (docs/decisions/0014).
     returning j.id, j.attempt, j.host_id, pgfleet.job_spec_json(j)::text as spec,
               coalesce(j.uid::text, '') as uid
   ), events as (
@@ -97,10 +94,8 @@ comment on function pgfleet.assign_jobs(jsonb) is
 
 -- Advisory, and written after the pass committed, outside the formation's
 -- lock: a job another transaction holds (another scheduler assigning it, an
--- operator's update) is skipped, not waited for. Waiting made schedulers
--- queue behind each other's passes: with 100 formations it cost more
--- statement time than the claims (docs/benchmarks.md). Jobs by primary key
--- only, with a plan kept for the session (as assign_jobs).
+-- operator's update) is skipped, not waited for (docs/decisions/0015). Jobs
+-- by primary key only, with a plan kept for the session (as assign_jobs).
 create or replace function pgfleet.set_pending_reasons(p_reasons jsonb) returns integer
 language plpgsql
 set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
@@ -180,7 +175,8 @@ comment on function pgfleet.dispatch_succeeded(text[]) is
 
 -- Built as json (text, in key order) rather than jsonb: the scheduler sends it
 -- on as text, and jsonb_build_object plus the cast back to text cost twice as
--- much, 8 us a job of a scheduler pass's claim (docs/benchmarks.md).
+-- much, 8 us a job of a scheduler pass's claim
+-- (docs/benchmarks/2026-11-25-shorter-way-to-running.md).
 create or replace function pgfleet.job_spec_json(j pgfleet.jobs) returns json
 language sql stable as $$
   select json_build_object(
@@ -202,11 +198,9 @@ $$;
 comment on function pgfleet.job_spec(pgfleet.jobs) is
   'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs); one definition for the scheduler and hostd.';
 
--- Through jobs_retry_at_idx, always: with statistics from a table of finished
--- jobs (none pending), the planner took min() over the pending index instead,
--- reading every pending job (17 ms a call during a burst of 100,000 on top of
--- 1,000,000 finished jobs, docs/benchmarks.md). With sorting off, the only
--- plan left for the first not_before in order is that index.
+-- Through jobs_retry_at_idx, always, whatever the statistics say
+-- (docs/decisions/0002): with sorting off, the only plan left for the first
+-- not_before in order is that index.
 create or replace function pgfleet.next_retry_in() returns double precision
 language plpgsql stable set enable_sort = off as $$
 begin

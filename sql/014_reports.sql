@@ -1,8 +1,8 @@
 -- Reports from hosts: each attempt's running, exit, start failure or loss,
 -- applied by report_jobs a whole batch at a time.
 
--- The per-report steps of earlier versions (one UPDATE per report: 0.3 ms
--- each, docs/benchmarks.md) are gone; report_jobs applies a batch set-based.
+-- The per-report steps of earlier versions are gone; report_jobs applies a
+-- batch set-based (docs/decisions/0003).
 drop function if exists pgfleet.report_running(pgfleet.jobs, text, integer);
 drop function if exists pgfleet.report_exit(pgfleet.jobs, text, jsonb);
 drop function if exists pgfleet.report_lost(pgfleet.jobs, text, text);
@@ -72,8 +72,7 @@ $$;
 comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
   'The retry rule: job j''s state once its current attempt ended: pending again (retry with backoff, service restart, or moved off a draining host), succeeded, failed (attempts used up) or cancelled.';
 
--- A batch is applied in two statements whatever its size (per-row statements
--- cost executor start-up and constraint parsing per report: docs/benchmarks.md):
+-- A batch is applied in two statements whatever its size (docs/decisions/0003):
 -- the first locks the attempts, the second decides each attempt's outcome from
 -- its reports and writes it, with one UPDATE of jobs, one INSERT of events and
 -- one UPDATE of the host. Per attempt, what counts is its first ending report
@@ -85,25 +84,18 @@ comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
 -- alone (jobs that started and run on) takes one statement instead, with the
 -- same outcome (tests/integration/report_jobs_test.cpp).
 -- p_wake: whether this call wakes sleeping schedulers when it frees resources.
--- hostd passes false: a NOTIFY holds a lock on the database until its
--- transaction's commit is flushed, so reports that each sent one committed
--- one at a time on a durable server (docs/benchmarks.md). The call then says
--- in wake_schedulers (the same on every row) whether the caller must call
+-- hostd passes false (docs/decisions/0004). The call then says in
+-- wake_schedulers (the same on every row) whether the caller must call
 -- pgfleet.wake_schedulers once the batch has committed: only when it freed
 -- resources while a scheduler sleeps. When none sleeps, the idle lock it took
 -- shared (pgfleet.schedulers_sleep) keeps any from falling asleep before this
--- commits without looking at the freed room first, so no wake is needed, and
--- a busy control plane spends no statement on one.
+-- commits without looking at the freed room first, so no wake is needed.
 create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb,
                                                p_wake boolean default true)
 returns table (job_id bigint, attempt integer, kind text, accepted boolean, wake_schedulers boolean)
 language plpgsql security definer set search_path = pgfleet, pg_temp
--- Generic plans: every statement below reaches jobs by primary key whatever
--- the batch, and planning the batch statement anew (a custom plan) took
--- 2.2 ms a call, longer than running it. No sequential scans: with a few
--- thousand jobs in the table, the generic plan's guess of 50 reports made a
--- hash join over all of jobs look cheaper than 50 primary-key lookups (2 ms
--- a call, growing with the table until the estimate flips).
+-- Generic plans and no sequential scans: every statement below reaches jobs
+-- by primary key whatever the batch (docs/decisions/0002).
 set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 -- p_reports, in the order they happened (the JSON of core/model/report.h):
 --   {"job":1,"attempt":1,"kind":"running","pid":123}
@@ -137,7 +129,7 @@ begin
     -- Only running reports: attempts that started and have not ended yet, as
     -- every job that runs longer than a report's round trip is reported (its
     -- end comes in a later call). One statement, without the general one's
-    -- lock, windows and host update, at half its cost (docs/benchmarks.md).
+    -- lock, windows and host update (docs/decisions/0012).
     -- The update checks each attempt on the row as it is when written (a row
     -- changed meanwhile is checked again), so nothing needs locking first;
     -- rows are taken in id order (the reports sorted by job), as the general
@@ -190,8 +182,8 @@ begin
   -- before hosts (a scheduler's pass, which takes hosts first, never waits
   -- for a row: skip locked), so no deadlock. Every job is found by
   -- its primary key (a LATERAL lookup the planner cannot turn into a scan of
-  -- the host's live jobs, or into a nested loop over the reports: both were
-  -- quadratic in the batch, 36 ms for 200 jobs).
+  -- the host's live jobs, or into a nested loop over the reports: both are
+  -- quadratic in the batch; docs/decisions/0003).
   perform 1
      from (select distinct (e ->> 'job')::bigint as job from jsonb_array_elements(p_reports) e) r
      cross join lateral (
@@ -323,7 +315,7 @@ begin
     into v_jobs, v_attempts, v_kinds, v_accepted, v_freed, v_changed
     from rx;
   -- Only jobs someone waits for; nobody waits most of the time, and asking
-  -- costs less than the call (docs/benchmarks.md).
+  -- costs less than the call (docs/benchmarks/2026-11-25-fewer-statements-per-job.md).
   if exists (select 1 from pgfleet.job_waiters) then
     perform pgfleet.notify_waiters(v_changed);
   end if;

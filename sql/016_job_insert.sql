@@ -124,9 +124,8 @@ comment on function pgfleet.refuse_job_insert(text, bigint, text, text) is
 -- sleeps, never once per row: NOTIFY serializes commits).
 -- A statement of one row (a submitter's INSERT, the common case) is checked
 -- in PL/pgSQL expressions on that row: three statements in all (the row, its
--- formation, its event), where a statement per rule cost more than the
--- checks themselves (docs/benchmarks.md). Many rows are checked a statement
--- per rule, set-based. Both use the same rules, in the same order.
+-- formation, its event; docs/decisions/0011). Many rows are checked a
+-- statement per rule, set-based. Both use the same rules, in the same order.
 -- jobs.formation's foreign key is deferred so this statement trigger runs first.
 create or replace function pgfleet.jobs_after_insert() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$

@@ -3,9 +3,8 @@
 
 -- Only legal state transitions can be written, by pgfleet or by hand. The
 -- rule is the trigger's WHEN condition, evaluated in the executor for every
--- changed row; the function runs only for an illegal one, to raise. (A
--- PL/pgSQL call for every state change, 2-3 per job, cost about 5 % of the
--- database's time per job: docs/benchmarks.md.)
+-- changed row; the function runs only for an illegal one, to raise
+-- (docs/decisions/0006).
 create or replace function pgfleet.jobs_check_transition() returns trigger
 language plpgsql as $$
 begin

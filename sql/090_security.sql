@@ -9,9 +9,8 @@
 -- Defaults that depend on who inserts. Inserts run as the caller (no
 -- SECURITY DEFINER function inserts jobs), so current_user is the caller
 -- here; and built-in calls, not SQL functions, because a default is
--- evaluated once per row: pgfleet.caller_privileged() as a default made a
--- 100,000-row INSERT 60% slower (docs/benchmarks.md). The schema's owner is
--- made a member of pgfleet_privileged below so that these agree with
+-- evaluated once per row (docs/decisions/0005). The schema's owner is made a
+-- member of pgfleet_privileged below so that these agree with
 -- pgfleet.caller_privileged().
 alter table pgfleet.jobs
   alter column owner set default current_user,

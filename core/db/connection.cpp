@@ -93,14 +93,11 @@ pqxx::connection* ReconnectingConnection::Get() {
   if (now < next_try_) return nullptr;
   try {
     conn_ = Connect(DaemonDsn(dsn_));
-    // The daemons' statements are short and run thousands of times a second:
-    // JIT compiling one (PostgreSQL does when a generic plan's estimated cost
-    // is high, e.g. the scheduler's formations query) took 430 ms a call.
-    // And none should run for a minute: one that does (waiting on a lock a
+    // No JIT for the daemons' short, frequent statements (docs/decisions/0002).
+    // None should run for a minute: one that does (waiting on a lock a
     // forgotten psql session holds) fails and is retried, rather than
     // stalling the daemon for good. A DSN's own statement_timeout stands.
-    // (Through a transaction pooler a session setting would stay on whichever
-    // server connection ran it: the pooler sets these for every server
+    // (Through a transaction pooler the pooler sets these for every server
     // connection instead, docs/operations.md.)
     if (!UnnamedStatements()) {
       pqxx::nontransaction(*conn_).exec(

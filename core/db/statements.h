@@ -1,6 +1,7 @@
 #pragma once
-// Named, prepared statements: how every process's store module (schedulerd/
-// store, hostd/store, cli/queries) talks to the database.
+// Named, prepared statements: how every process's store module
+// (schedulerd/store, schedulerd/store_maintenance, hostd/agent/store,
+// cli/queries) talks to the database.
 //
 // A store declares its statements as constants:
 //
@@ -9,7 +10,7 @@
 // lists them once, and calls PrepareAll(conn, list) on every new connection
 // (ReconnectingConnection::SetOnConnect does that). Calls then go through
 // Exec(tx, kClaimPending, args...), which runs the prepared statement by name.
-// No SQL is assembled from strings at run time.
+// A statement's text is a constant, never assembled from strings at run time.
 
 #include <cstdint>
 #include <initializer_list>

@@ -17,10 +17,10 @@ inline constexpr int kPruneLockKey = -2;
 // Second key of the idle-schedulers lock. A scheduler about to sleep holds it
 // exclusively (session level); whatever would wake the schedulers (a job
 // insert, freed capacity) takes it shared for its transaction when it can,
-// and only NOTIFYs when it cannot, i.e. when some scheduler sleeps. So busy
-// schedulers cost inserts no NOTIFY (NOTIFY serializes commits), and a
-// scheduler that gets the lock knows every silent transaction before it has
-// committed: it looks at everything once, then sleeps until notified.
+// and only NOTIFYs when it cannot, i.e. when some scheduler sleeps
+// (docs/decisions/0004). A scheduler that gets the lock knows every silent
+// transaction before it has committed: it looks at everything once, then
+// sleeps until notified.
 // SQL: pgfleet.idle_lock_key(), pgfleet.wake_schedulers().
 inline constexpr int kIdleLockKey = -3;
 
@@ -49,7 +49,8 @@ inline constexpr int kHostLossLimit = 3;
 inline constexpr int kReplanRounds = 3;
 // How many times a pass plans again after finding hosts of its plan held by
 // another transaction (schedulerd's FormationPass::PlanOnHeldHosts); jobs
-// still planned onto such hosts after that wait for the next pass.
+// still planned onto such hosts after that wait for the next pass
+// (docs/decisions/0013).
 inline constexpr int kHoldRounds = 4;
 // A pass's first plan for at most this many claimed jobs is assigned without
 // locking its hosts first (a lone job's start is one round trip shorter); a
@@ -58,7 +59,8 @@ inline constexpr int kPlanWithoutLocksUpTo = 8;
 
 // Why a job waits (jobs.error) is written for the first this many jobs a
 // formation's pass claims, in placement order; behind them only when the job
-// can never fit, or already shows another reason (scheduler-only).
+// can never fit, or already shows another reason (scheduler-only;
+// docs/decisions/0015).
 inline constexpr int kReasonHead = 32;
 
 // Size limits of a job spec, so every job fits a dispatch (hostd accepts

@@ -1,6 +1,6 @@
 #pragma once
 // Keep-alive HTTP connections to hosts' APIs, reused across requests and
-// scheduler passes instead of one new TCP connection per host per pass.
+// scheduler passes (docs/decisions/0001).
 //
 // Connections are pooled per origin (http://host:port), as HTTP clients do,
 // so the hollow hosts behind one listener (hostd/hollow/hollow.h) share them. At most

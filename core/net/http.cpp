@@ -85,7 +85,8 @@ std::unique_ptr<httplib::Client> MakeClient(const std::string& base_url, const s
 
 void PrepareServer(httplib::Server& server) {
   // httplib writes a response's headers and body separately: with Nagle's
-  // algorithm the body waits for the client's delayed ACK, 40 ms an answer.
+  // algorithm the body waits for the client's delayed ACK, 40 ms an answer
+  // (docs/decisions/0001).
   server.set_tcp_nodelay(true);
   // Schedulers keep their connections alive between passes (net::ClientPool);
   // httplib's default closes a connection after 5 requests.

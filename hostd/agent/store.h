@@ -74,9 +74,7 @@ ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host
                              int64_t generation, const std::vector<model::Report>& reports);
 // pgfleet.wake_schedulers for every formation: after a report batch that
 // freed resources while a scheduler sleeps has committed, in a transaction of
-// its own. A NOTIFY in the report's own transaction would hold PostgreSQL's
-// lock on the database's notification queue until that commit is flushed,
-// one reporting host at a time (docs/benchmarks.md).
+// its own, never in the report's (docs/decisions/0004).
 void WakeSchedulers(pqxx::transaction_base& tx);
 
 // One job the database says this host runs (assigned or running).

@@ -1,7 +1,8 @@
 #pragma once
-// What hostd's route handlers share (api.cpp: listing, one job, stop;
+// What hostd's route handlers share (api_routes.cpp: the shared checks;
+// api.cpp: listing, reading and stopping jobs, and the routing;
 // api_start.cpp: starting a batch; api_logs.cpp, api_fs.cpp, api_exec.cpp:
-// looking into a job). Internal to the API: api.h is its interface.
+// logs, files, exec). Internal to the API: api.h is its interface.
 //
 // Errors (ARCHITECTURE.md, "Errors"): a request the API refuses is a
 // RequestError, thrown by whichever step finds it and answered by the route

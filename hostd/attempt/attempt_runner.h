@@ -4,7 +4,7 @@
 // Two runners exist:
 //   - ShimRunner (shim_runner.h): the real one. Each attempt runs under its own
 //     shim process, with its directory, state file and log on disk.
-//   - SimRunner (drivers/sim.h): the "sim" driver. An attempt is a deadline on
+//   - SimRunner (hollow/sim.h): the "sim" driver. An attempt is a deadline on
 //     one timer thread shared by the process; nothing on disk, no process.
 //
 // What must hold, for every runner:

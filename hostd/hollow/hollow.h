@@ -3,7 +3,7 @@
 // <id_prefix>1 .. <id_prefix>N. Each is a real hostd as far as the control
 // plane can tell: it registers (driver "sim"), heartbeats, serves its API,
 // reports in batches, reconciles and self-fences with hostd's own Agent and
-// Supervisor code; only its jobs are simulated (drivers/sim.h: no process,
+// Supervisor code; only its jobs are simulated (sim.h: no process,
 // no shim, nothing on disk). So 1,000 hosts fit on a small machine beside
 // PostgreSQL and the schedulers (docs/hollow-hosts.md has the costs).
 //

@@ -1,12 +1,9 @@
 #pragma once
-// Starts shims cheaply. Exec'ing pgfleet-hostd costs ~10 ms (the dynamic
-// linker resolving symbols of ~40 libraries), ten times a whole job start. So
-// hostd execs `pgfleet-hostd shim-launcher` once: a small single-threaded
-// process that forks one shim per request (a fork of a fresh process costs
-// well under a millisecond, and the driver is already made), ahead of time:
-// one shim, the spare, waits forked for the next request, so a job's start
-// does not wait for the fork. Each shim makes itself a session leader and
-// runs RunShim's code; it never depends on the launcher or on hostd again.
+// Starts shims cheaply (docs/decisions/0008): hostd execs `pgfleet-hostd
+// shim-launcher` once, a small single-threaded process that forks one shim per
+// request, ahead of time: one shim, the spare, waits forked for the next
+// request. Each shim makes itself a session leader and runs RunShim's code;
+// it never depends on the launcher or on hostd again.
 //
 // Protocol (SOCK_SEQPACKET, the launcher's end is its fd 3):
 //   hostd -> launcher: the attempt dir (absolute path), with three descriptors

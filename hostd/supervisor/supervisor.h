@@ -7,7 +7,7 @@
 //
 // The runner is the shim runner (shim_runner.h: each attempt under its own
 // shim process, which runs the job through the driver), or for driver "sim"
-// the sim runner (drivers/sim.h: no process, nothing on disk).
+// the sim runner (hollow/sim.h: no process, nothing on disk).
 //
 // At most once: the runner claims (job, attempt) before the start; the shim
 // runner's claim is the mkdir of <data_dir>/jobs/<job>-<attempt>, so neither a
@@ -77,7 +77,7 @@ struct SupervisorOptions {
   std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
   std::string host_id;
   // What each shim runs the job with ("process", "container"), or "sim"
-  // (drivers/sim.h: no shim; data_dir, shim_binary and job_nofile unused).
+  // (hollow/sim.h: no shim; data_dir, shim_binary and job_nofile unused).
   std::string driver = "process";
   // The pgfleet-hostd executable, started once as the shim launcher
   // (shim_launcher.h); hostd passes /proc/self/exe (itself, also after its
