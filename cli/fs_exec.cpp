@@ -263,6 +263,65 @@ class StdinSender {
   std::thread thread_;
 };
 
+// The path and query of POST .../exec for the command and how to run it.
+std::string ExecTarget(const HostRequest& r, int64_t id, int attempt, bool interactive, bool tty,
+                       const std::vector<std::string>& command) {
+  std::string target = r.ep.prefix + hostapi::ExecPath(id);
+  if (attempt > 0) target += "attempt=" + std::to_string(attempt) + "&";
+  if (interactive || tty) target += "stdin=stream&";
+  int rows = 0, cols = 0;
+  if (tty) {
+    target += "tty=1&";
+    if (LocalSize(&rows, &cols)) {
+      target += "rows=" + std::to_string(rows) + "&cols=" + std::to_string(cols) + "&";
+    }
+  }
+  for (size_t i = 0; i < command.size(); ++i) {
+    target += (i ? "&" : "") + std::string("arg=") + UrlEncode(command[i]);
+  }
+  return target;
+}
+
+// Reads exec's answer as it arrives: "s <session>\n" (on_session is called),
+// "o <n>\n" + n bytes (to stdout), "e <n>\n" + n bytes (to stderr),
+// "x <code>\n" (the exit code, last).
+class ExecFrames {
+ public:
+  explicit ExecFrames(std::function<void(const std::string&)> on_session)
+      : on_session_(std::move(on_session)) {}
+
+  bool Add(const char* data, size_t n) {
+    pending_.append(data, n);
+    while (true) {
+      size_t nl = pending_.find('\n');
+      if (nl == std::string::npos || nl < 2) return true;
+      char kind = pending_[0];
+      if (kind == 's') {
+        on_session_(pending_.substr(2, nl - 2));
+        pending_.erase(0, nl + 1);
+        continue;
+      }
+      long long len = std::atoll(pending_.c_str() + 2);
+      if (kind == 'x') {
+        code_ = static_cast<int>(len);
+        pending_.erase(0, nl + 1);
+        continue;
+      }
+      if (pending_.size() < nl + 1 + static_cast<size_t>(len)) return true;
+      FILE* to = kind == 'e' ? stderr : stdout;
+      std::fwrite(pending_.data() + nl + 1, 1, static_cast<size_t>(len), to);
+      std::fflush(to);
+      pending_.erase(0, nl + 1 + static_cast<size_t>(len));
+    }
+  }
+  int code() const { return code_; }  // -1 until the exit code came
+
+ private:
+  std::function<void(const std::string&)> on_session_;
+  std::string pending_;
+  int code_ = -1;
+};
+
 }  // namespace
 
 int CmdExec(const std::vector<std::string>& all_args) {
@@ -288,52 +347,18 @@ int CmdExec(const std::vector<std::string>& all_args) {
   HostRequest r = Prepare(cmd, *conn, id, attempt, "exec", 10);
   // A command may be quiet for long: only a silent host for an hour ends it.
   r.ep.client->set_read_timeout(3600, 0);
-  std::string target = r.ep.prefix + hostapi::ExecPath(id);
-  if (attempt > 0) target += "attempt=" + std::to_string(attempt) + "&";
-  if (interactive || tty) target += "stdin=stream&";
-  int rows = 0, cols = 0;
-  if (tty) {
-    target += "tty=1&";
-    if (LocalSize(&rows, &cols)) {
-      target += "rows=" + std::to_string(rows) + "&cols=" + std::to_string(cols) + "&";
-    }
-  }
-  for (size_t i = 0; i < command.size(); ++i) {
-    target += (i ? "&" : "") + std::string("arg=") + UrlEncode(command[i]);
-  }
   if (tty && pipe2(g_winch_pipe, O_CLOEXEC | O_NONBLOCK) == 0) signal(SIGWINCH, OnWinch);
   std::optional<RawTerminal> raw;
   if (tty && interactive) raw.emplace();
   std::unique_ptr<StdinSender> sender;
-  // Frames: "s <session>\n" | "o <n>\n" n bytes | "e <n>\n" n bytes | "x <code>\n".
-  std::string pending, error_body;
-  int status = 0, code = -1;
-  auto consume = [&]() {
-    while (true) {
-      size_t nl = pending.find('\n');
-      if (nl == std::string::npos || nl < 2) return true;
-      char kind = pending[0];
-      if (kind == 's') {
-        sender = std::make_unique<StdinSender>(r, id, pending.substr(2, nl - 2), interactive, tty);
-        pending.erase(0, nl + 1);
-        continue;
-      }
-      long long n = std::atoll(pending.c_str() + 2);
-      if (kind == 'x') {
-        code = static_cast<int>(n);
-        pending.erase(0, nl + 1);
-        continue;
-      }
-      if (pending.size() < nl + 1 + static_cast<size_t>(n)) return true;
-      FILE* to = kind == 'e' ? stderr : stdout;
-      std::fwrite(pending.data() + nl + 1, 1, static_cast<size_t>(n), to);
-      std::fflush(to);
-      pending.erase(0, nl + 1 + static_cast<size_t>(n));
-    }
-  };
+  ExecFrames frames([&](const std::string& session) {
+    sender = std::make_unique<StdinSender>(r, id, session, interactive, tty);
+  });
+  std::string error_body;
+  int status = 0;
   httplib::Request req;
   req.method = "POST";
-  req.path = target;
+  req.path = ExecTarget(r, id, attempt, interactive, tty, command);
   req.headers = r.headers;
   req.set_header("Content-Type", "application/octet-stream");
   req.response_handler = [&](const httplib::Response& head) {
@@ -341,12 +366,9 @@ int CmdExec(const std::vector<std::string>& all_args) {
     return true;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (status != 200) {
-      error_body.append(data, n);
-      return true;
-    }
-    pending.append(data, n);
-    return consume();
+    if (status == 200) return frames.Add(data, n);
+    error_body.append(data, n);
+    return true;
   };
   auto res = r.ep.client->send(req);
   sender.reset();
@@ -356,12 +378,12 @@ int CmdExec(const std::vector<std::string>& all_args) {
     std::cerr << "pgfleet exec: " << ErrorOf(res, r.host) << "\n";
     return kExitFailure;
   }
-  if (code < 0) {
+  if (frames.code() < 0) {
     std::cerr << "pgfleet exec: host " << r.host
               << " ended the answer before the command's exit code\n";
     return kExitFailure;
   }
-  return code;
+  return frames.code();
 }
 
 }  // namespace pgfleet::cli

@@ -29,6 +29,72 @@ int ReadTimeoutSeconds() {
 // A follow gives up when the host has not answered at all for this long.
 constexpr auto kGiveUpAfter = std::chrono::seconds(60);
 
+// How one request authenticates: a ticket first (it is taken once: every
+// (re)connection asks for a new one); the cluster token only when the
+// database gives none. False, with *refused set, when there is neither.
+bool Credentials(const LogAccess& access, httplib::Headers* headers, std::string* token,
+                 std::string* refused) {
+  std::string why;
+  std::string ticket = access.ticket ? access.ticket(&why) : std::string();
+  if (!ticket.empty()) {
+    headers->emplace(net::kTicketHeader, ticket);
+  } else if (!access.token.empty()) {
+    *token = access.token;
+  } else {
+    *refused = why.empty() ? "no log ticket and no cluster token" : why;
+    return false;
+  }
+  return true;
+}
+
+// One answer of GET .../logs, copied to stdout as it arrives.
+struct LogAnswer {
+  LogStream* out;
+  uint64_t* next;  // position in the whole output after the last byte copied
+  std::chrono::steady_clock::time_point* last_answer;
+  int status = 0;
+  std::string refused_body;  // the host's {"error": ...}
+  bool stdout_closed = false;
+
+  bool Head(const httplib::Response& r) {
+    status = r.status;
+    *last_answer = std::chrono::steady_clock::now();
+    // Where this answer starts in the whole output (a tail, or output
+    // rotated away, starts past 0).
+    if (r.has_header("X-Log-Offset")) {
+      try {
+        *next = std::stoull(r.get_header_value("X-Log-Offset"));
+      } catch (const std::exception&) {
+      }
+    }
+    return true;
+  }
+  bool Data(const char* data, size_t len) {
+    if (status != 200) {
+      if (refused_body.size() < 4096) refused_body.append(data, len);
+      return true;
+    }
+    std::cout.write(data, static_cast<std::streamsize>(len));
+    std::cout.flush();
+    if (!std::cout) {  // the reader went away (e.g. `| head`): stop here
+      stdout_closed = true;
+      return false;
+    }
+    out->bytes += len;
+    *next += len;
+    *last_answer = std::chrono::steady_clock::now();
+    return true;
+  }
+  // The host's reason for refusing, from its {"error": ...} when it gave one.
+  std::string Refusal() const {
+    try {
+      return nlohmann::json::parse(refused_body).at("error").get<std::string>();
+    } catch (const std::exception&) {
+      return "HTTP " + std::to_string(status);
+    }
+  }
+};
+
 }  // namespace
 
 LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, int64_t job,
@@ -36,28 +102,15 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
   LogStream out;
   if ((access.token.empty() && !access.ticket) || api_url.empty()) return out;
   auto last_answer = std::chrono::steady_clock::now();
-  uint64_t next = 0;  // position in the whole output after the last byte copied
-  bool stdout_closed = false;
+  uint64_t next = 0;
   while (true) {
-    int status = 0;
-    std::string refused_body;
+    LogAnswer answer{&out, &next, &last_answer};
     try {
-      // A ticket first (it is taken once: every (re)connection asks for a new
-      // one); the cluster token only when the database gives none.
       httplib::Headers headers;
-      std::string why, token;
-      std::string ticket = access.ticket ? access.ticket(&why) : std::string();
-      if (!ticket.empty()) {
-        headers.emplace(net::kTicketHeader, ticket);
-      } else if (!access.token.empty()) {
-        token = access.token;
-      } else {
-        out.refused = why.empty() ? "no log ticket and no cluster token" : why;
-        return out;
-      }
+      std::string token;
+      if (!Credentials(access, &headers, &token, &out.refused)) return out;
       auto ep = net::MakeEndpoint(api_url, token, 5);
-      auto& client = ep.client;
-      client->set_read_timeout(ReadTimeoutSeconds(), 0);
+      ep.client->set_read_timeout(ReadTimeoutSeconds(), 0);
       std::string path = ep.prefix + hostapi::LogsPath(job, attempt);
       if (follow) path += "&follow=1";
       if (out.bytes > 0) {
@@ -65,50 +118,18 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
       } else if (tail >= 0) {
         path += "&tail=" + std::to_string(tail);
       }
-      auto res = client->Get(
-          path.c_str(), headers,
-          [&](const httplib::Response& r) {
-            status = r.status;
-            last_answer = std::chrono::steady_clock::now();
-            // Where this answer starts in the whole output (a tail, or
-            // output rotated away, starts past 0).
-            if (r.has_header("X-Log-Offset")) {
-              try {
-                next = std::stoull(r.get_header_value("X-Log-Offset"));
-              } catch (const std::exception&) {
-              }
-            }
-            return true;
-          },
-          [&](const char* data, size_t len) {
-            if (status != 200) {  // the host's {"error": ...}
-              if (refused_body.size() < 4096) refused_body.append(data, len);
-              return true;
-            }
-            std::cout.write(data, static_cast<std::streamsize>(len));
-            std::cout.flush();
-            if (!std::cout) {  // the reader went away (e.g. `| head`): stop here
-              stdout_closed = true;
-              return false;
-            }
-            out.bytes += len;
-            next += len;
-            last_answer = std::chrono::steady_clock::now();
-            return true;
-          });
-      if ((res && status == 200) || stdout_closed) {
+      auto res = ep.client->Get(
+          path.c_str(), headers, [&](const httplib::Response& r) { return answer.Head(r); },
+          [&](const char* data, size_t len) { return answer.Data(data, len); });
+      if ((res && answer.status == 200) || answer.stdout_closed) {
         out.ended = true;
         return out;
       }
     } catch (const std::exception&) {
     }
     // Refused (no such attempt here, collected, unauthorized), or not following: done.
-    if (status != 0 && status != 200) {
-      out.refused = "HTTP " + std::to_string(status);
-      try {
-        out.refused = nlohmann::json::parse(refused_body).at("error").get<std::string>();
-      } catch (const std::exception&) {
-      }
+    if (answer.status != 0 && answer.status != 200) {
+      out.refused = answer.Refusal();
       return out;
     }
     if (!follow) return out;

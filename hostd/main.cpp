@@ -211,6 +211,130 @@ int RunHollow(const pgfleet::daemon::Flags& flags, const HostdFlags& f) {
   return code;
 }
 
+// Refuses a --job-ids range that holds a host account's ids (drivers/driver.h
+// JobIdRange), for drivers that map jobs' ids. Returns an exit code then.
+std::optional<int> CheckJobIds(const pgfleet::daemon::Flags& flags, const HostdFlags& f) {
+  if (!pgfleet::hostd::CapabilitiesOfDriver(f.driver_name).maps_job_ids) return std::nullopt;
+  if (std::string taken = pgfleet::hostd::JobIdRangeConflict(f.job_ids); !taken.empty()) {
+    return flags.Usage("--job-ids " + f.job_ids_text + " holds the host's " + taken +
+                       ": give unprivileged jobs ids no host account has");
+  }
+  spdlog::info("host={} unprivileged container jobs run in user namespaces on host ids {}",
+               flags.common().id, f.job_ids_text);
+  return std::nullopt;
+}
+
+pgfleet::hostd::SupervisorOptions MakeSupervisorOptions(const std::string& id, const HostdFlags& f,
+                                                        uint64_t job_nofile,
+                                                        pgfleet::hostd::Collector* collector) {
+  pgfleet::hostd::SupervisorOptions o;
+  if (collector) {
+    o.collected = [collector](int64_t job, int attempt, const std::string& uid) {
+      auto found = collector->Find(job, &attempt);
+      return found && (found->uid.empty() || uid.empty() || found->uid == uid);
+    };
+  }
+  o.data_dir = f.data_dir;
+  o.host_id = id;
+  o.driver = f.driver_name;
+  o.shim_binary = "/proc/self/exe";
+  o.job_nofile = job_nofile;
+  o.log_max_files = f.log_max_files;
+  o.log_max_file_mb = f.log_max_file_mb;
+  o.log_forward = f.log_forward;
+  o.job_ids = f.job_ids;
+  return o;
+}
+
+// Collects finished attempts in the background, never ending before _exit;
+// at least every 10 s, so disk pressure is seen soon (a pass is a readdir
+// and a stat per attempt directory).
+void StartCollecting(pgfleet::hostd::Collector* collector, std::chrono::seconds gc_after,
+                     const std::atomic<bool>& stop) {
+  auto every = std::clamp<std::chrono::seconds>(gc_after / 2, std::chrono::seconds(1),
+                                                std::chrono::seconds(10));
+  std::thread([collector, every, &stop] {
+    while (!stop) {
+      collector->RunOnce();
+      for (auto t = std::chrono::seconds(0); t < every && !stop; t += std::chrono::seconds(1)) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+  }).detach();
+}
+
+// Before the API and the reconcile: what a previous hostd left running is ours again.
+void RecoverAttempts(pgfleet::hostd::Supervisor& supervisor, const std::string& id) {
+  auto recovered = supervisor.Recover();
+  spdlog::info(
+      "host={} re-attached to {} running job(s); {} ended while hostd was away, {} lost; {} job "
+      "cgroups left by gone shims removed",
+      id, recovered.adopted, recovered.finished, recovered.lost, recovered.cgroups_removed);
+}
+
+// This machine's one host, until the stop signal; never returns normally
+// (the shims' watcher threads outlive it: _exit).
+int RunHost(const pgfleet::daemon::Flags& flags, HostdFlags& f) {
+  if (auto failed = ResolveMachineDefaults(flags, &f)) return *failed;
+  if (auto failed = CheckJobIds(flags, f)) return *failed;
+  const std::string& id = flags.common().id;
+  uint64_t job_nofile = RaiseFileLimit();
+  spdlog::info("host={} driver={}: {}", id, f.driver_name, f.driver_note);
+
+  const auto& stop = pgfleet::daemon::InstallStopSignals();
+  pgfleet::daemon::HttpListener http;
+  if (auto failed = http.Bind(flags)) return *failed;
+  if (f.advertise.empty()) f.advertise = std::string(http.scheme()) + "://" + http.address();
+
+  pgfleet::metrics::Registry metrics;
+  pgfleet::hostd::HostConfig config = MakeHostConfig(flags.common(), f);
+  try {
+    config.ticket_key = pgfleet::net::LoadOrCreateKeyFile(f.data_dir + "/ticket.key");
+  } catch (const std::exception& e) {
+    spdlog::error("host={} {}", id, e.what());
+    return 1;
+  }
+  pgfleet::hostd::Agent agent(config, metrics);
+  std::unique_ptr<pgfleet::hostd::Collector> collector;
+  if (f.driver_name != pgfleet::hostd::kSimDriver) {
+    collector = std::make_unique<pgfleet::hostd::Collector>(
+        pgfleet::hostd::CollectorOptions{f.data_dir, f.gc_after, f.gc_disk_percent}, metrics);
+  }
+  auto sup_opts = MakeSupervisorOptions(id, f, job_nofile, collector.get());
+  pgfleet::hostd::Supervisor supervisor(
+      sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); },
+      pgfleet::hostd::MakeAttemptRunner(sup_opts));
+  agent.SetSupervisor(&supervisor);
+  supervisor.SetFenceAfter(f.self_fence && f.shim_fence
+                               ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)
+                               : std::chrono::milliseconds(0));
+  RecoverAttempts(supervisor, id);
+  if (!f.self_fence)
+    spdlog::warn(
+        "host={} self-fence is off: jobs keep running when the database is "
+        "unreachable, even after schedulers may have replaced them",
+        id);
+  pgfleet::hostd::InstallApi(http.server(), supervisor, agent, flags.common().token, metrics,
+                             &http.guard(), collector.get());
+  if (collector) StartCollecting(collector.get(), f.gc_after, stop);
+  http.Serve(metrics, id);
+  spdlog::info("host={} API on {} (advertised {}), data dir {}", id, http.address(), f.advertise,
+               f.data_dir);
+
+  ApiStop api_stop(http);
+  agent.Run(
+      stop, [&api_stop] { api_stop.Begin(); }, [&api_stop] { api_stop.Finish(); });
+  // Leave no per-host cgroup behind unless jobs still run in it (their
+  // shims keep them running across a restart).
+  supervisor.RemoveLeftoverCgroups();
+  spdlog::info("host={} stopped; its jobs keep running under their shims", id);
+  spdlog::shutdown();
+  // Watcher threads block on shims that outlive us: leave without running the
+  // destructors they use.
+  std::fflush(nullptr);
+  _exit(0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,106 +351,5 @@ int main(int argc, char** argv) {
   if (code) return *code;
   pgfleet::db::UseUnnamedStatements(f.db_pooled);
   if (f.simulate > 0) return RunHollow(flags, f);
-  if (auto failed = ResolveMachineDefaults(flags, &f)) return *failed;
-  const std::string& id = flags.common().id;
-  const std::string& data_dir = f.data_dir;
-  const std::string& driver_name = f.driver_name;
-  uint64_t job_nofile = RaiseFileLimit();
-  spdlog::info("host={} driver={}: {}", id, driver_name, f.driver_note);
-  if (pgfleet::hostd::CapabilitiesOfDriver(driver_name).maps_job_ids) {
-    // No job may hold a host account's identity (drivers/driver.h JobIdRange).
-    if (std::string taken = pgfleet::hostd::JobIdRangeConflict(f.job_ids); !taken.empty()) {
-      return flags.Usage("--job-ids " + f.job_ids_text + " holds the host's " + taken +
-                         ": give unprivileged jobs ids no host account has");
-    }
-    spdlog::info("host={} unprivileged container jobs run in user namespaces on host ids {}", id,
-                 f.job_ids_text);
-  }
-
-  const auto& stop = pgfleet::daemon::InstallStopSignals();
-  pgfleet::daemon::HttpListener http;
-  if (auto failed = http.Bind(flags)) return *failed;
-  if (f.advertise.empty()) f.advertise = std::string(http.scheme()) + "://" + http.address();
-
-  pgfleet::metrics::Registry metrics;
-  pgfleet::hostd::HostConfig config = MakeHostConfig(flags.common(), f);
-  try {
-    config.ticket_key = pgfleet::net::LoadOrCreateKeyFile(data_dir + "/ticket.key");
-  } catch (const std::exception& e) {
-    spdlog::error("host={} {}", id, e.what());
-    return 1;
-  }
-  pgfleet::hostd::Agent agent(config, metrics);
-  std::unique_ptr<pgfleet::hostd::Collector> collector;
-  if (driver_name != pgfleet::hostd::kSimDriver) {
-    collector = std::make_unique<pgfleet::hostd::Collector>(
-        pgfleet::hostd::CollectorOptions{data_dir, f.gc_after, f.gc_disk_percent}, metrics);
-  }
-  pgfleet::hostd::SupervisorOptions sup_opts;
-  if (collector) {
-    sup_opts.collected = [c = collector.get()](int64_t job, int attempt, const std::string& uid) {
-      auto found = c->Find(job, &attempt);
-      return found && (found->uid.empty() || uid.empty() || found->uid == uid);
-    };
-  }
-  sup_opts.data_dir = data_dir;
-  sup_opts.host_id = id;
-  sup_opts.driver = driver_name;
-  sup_opts.shim_binary = "/proc/self/exe";
-  sup_opts.job_nofile = job_nofile;
-  sup_opts.log_max_files = f.log_max_files;
-  sup_opts.log_max_file_mb = f.log_max_file_mb;
-  sup_opts.log_forward = f.log_forward;
-  sup_opts.job_ids = f.job_ids;
-  pgfleet::hostd::Supervisor supervisor(
-      sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); },
-      pgfleet::hostd::MakeAttemptRunner(sup_opts));
-  agent.SetSupervisor(&supervisor);
-  supervisor.SetFenceAfter(f.self_fence && f.shim_fence
-                               ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)
-                               : std::chrono::milliseconds(0));
-  // Before the API and the reconcile: what a previous hostd left running is ours again.
-  auto recovered = supervisor.Recover();
-  spdlog::info(
-      "host={} re-attached to {} running job(s); {} ended while hostd was away, {} lost; {} job "
-      "cgroups left by gone shims removed",
-      id, recovered.adopted, recovered.finished, recovered.lost, recovered.cgroups_removed);
-  if (!f.self_fence)
-    spdlog::warn(
-        "host={} self-fence is off: jobs keep running when the database is "
-        "unreachable, even after schedulers may have replaced them",
-        id);
-  pgfleet::hostd::InstallApi(http.server(), supervisor, agent, flags.common().token, metrics,
-                             &http.guard(), collector.get());
-  if (collector) {
-    // Collects finished attempts in the background, never ending before _exit;
-    // at least every 10 s, so disk pressure is seen soon (a pass is a readdir
-    // and a stat per attempt directory).
-    auto every = std::clamp<std::chrono::seconds>(f.gc_after / 2, std::chrono::seconds(1),
-                                                  std::chrono::seconds(10));
-    std::thread([c = collector.get(), every, &stop] {
-      while (!stop) {
-        c->RunOnce();
-        for (auto t = std::chrono::seconds(0); t < every && !stop; t += std::chrono::seconds(1)) {
-          std::this_thread::sleep_for(std::chrono::seconds(1));
-        }
-      }
-    }).detach();
-  }
-  http.Serve(metrics, id);
-  spdlog::info("host={} API on {} (advertised {}), data dir {}", id, http.address(), f.advertise,
-               data_dir);
-
-  ApiStop api_stop(http);
-  agent.Run(
-      stop, [&api_stop] { api_stop.Begin(); }, [&api_stop] { api_stop.Finish(); });
-  // Leave no per-host cgroup behind unless jobs still run in it (their
-  // shims keep them running across a restart).
-  supervisor.RemoveLeftoverCgroups();
-  spdlog::info("host={} stopped; its jobs keep running under their shims", id);
-  spdlog::shutdown();
-  // Watcher threads block on shims that outlive us: leave without running the
-  // destructors they use.
-  std::fflush(nullptr);
-  _exit(0);
+  return RunHost(flags, f);
 }

@@ -166,42 +166,47 @@ bool CgroupSystem::HasFile(const std::string& controller, const std::string& fil
   return it != optional_files_.end() && it->second;
 }
 
-JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimits& limits)
-    : sys_(sys), path_(std::move(path)) {
-  if (sys_.unified()) {
-    // On v2 a controller can be used in a group only when every ancestor
-    // enables it in cgroup.subtree_control; make that so for our subtree.
-    std::string dir = sys_.Dir("memory", "");
-    dir.pop_back();  // trailing '/'
-    size_t start = 0;
-    for (;;) {
-      WriteSmallFile(dir + "/cgroup.subtree_control", "+memory +cpu +pids");
-      size_t slash = path_.find('/', start);
-      if (slash == std::string::npos) break;
-      dir = sys_.Dir("memory", path_.substr(0, slash));
-      mkdir(dir.c_str(), 0755);
-      start = slash + 1;
-    }
-  }
+namespace {
 
-  CgroupPtr cg(cgroup_new_cgroup(path_.c_str()));
-  if (!cg) throw std::runtime_error("cgroup " + path_ + ": libcgroup cannot allocate it");
+// On v2 a controller can be used in a group only when every ancestor
+// enables it in cgroup.subtree_control; makes that so down to `path`.
+void EnableControllersDownTo(const CgroupSystem& sys, const std::string& path) {
+  std::string dir = sys.Dir("memory", "");
+  dir.pop_back();  // trailing '/'
+  size_t start = 0;
+  for (;;) {
+    WriteSmallFile(dir + "/cgroup.subtree_control", "+memory +cpu +pids");
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) break;
+    dir = sys.Dir("memory", path.substr(0, slash));
+    mkdir(dir.c_str(), 0755);
+    start = slash + 1;
+  }
+}
+
+// The group `path` with its controllers and the values that enforce
+// `limits`, in the files of the system's cgroup version; not created yet.
+CgroupPtr DescribeGroup(const CgroupSystem& sys, const std::string& path,
+                        const CgroupLimits& limits) {
+  CgroupPtr cg(cgroup_new_cgroup(path.c_str()));
+  if (!cg) throw std::runtime_error("cgroup " + path + ": libcgroup cannot allocate it");
   auto add = [&](const char* controller) {
     cgroup_controller* c = cgroup_add_controller(cg.get(), controller);
-    if (!c) throw std::runtime_error("cgroup " + path_ + ": cannot add controller " + controller);
+    if (!c) throw std::runtime_error("cgroup " + path + ": cannot add controller " + controller);
     return c;
   };
   auto value = [&](cgroup_controller* c, const char* name, const std::string& v) {
     int rc = cgroup_add_value_string(c, name, v.c_str());
-    if (rc != 0) throw std::runtime_error("cgroup " + path_ + ": " + name + ": " + CgError(rc));
+    if (rc != 0) throw std::runtime_error("cgroup " + path + ": " + name + ": " + CgError(rc));
   };
 
   cgroup_controller* memory = add("memory");
   cgroup_controller* cpu = add("cpu");
   cgroup_controller* pids = add("pids");
-  if (!sys_.unified()) add("cpuacct");
+  if (!sys.unified()) add("cpuacct");
+  if (limits.pids_max > 0) value(pids, "pids.max", std::to_string(limits.pids_max));
 
-  if (sys_.unified()) {
+  if (sys.unified()) {
     if (limits.memory_bytes > 0) {
       value(memory, "memory.max", std::to_string(limits.memory_bytes));
       value(memory, "memory.swap.max", "0");
@@ -216,25 +221,31 @@ JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimi
             std::to_string(QuotaUsFor(limits.cpu_millicores)) + " " + std::to_string(kCfsPeriodUs));
       }
     }
-    if (limits.pids_max > 0) value(pids, "pids.max", std::to_string(limits.pids_max));
-  } else {
-    if (limits.memory_bytes > 0) {
-      value(memory, "memory.limit_in_bytes", std::to_string(limits.memory_bytes));
-      // Written after the memory limit: memsw must never be below it.
-      if (sys_.HasFile("memory", "memory.memsw.limit_in_bytes")) {
-        value(memory, "memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
-      }
-    }
-    if (limits.cpu_millicores > 0) {
-      value(cpu, "cpu.shares", std::to_string(SharesFor(limits.cpu_millicores)));
-      if (limits.cpu_hard_limit) {
-        value(cpu, "cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
-        value(cpu, "cpu.cfs_quota_us", std::to_string(QuotaUsFor(limits.cpu_millicores)));
-      }
-    }
-    if (limits.pids_max > 0) value(pids, "pids.max", std::to_string(limits.pids_max));
+    return cg;
   }
+  if (limits.memory_bytes > 0) {
+    value(memory, "memory.limit_in_bytes", std::to_string(limits.memory_bytes));
+    // Written after the memory limit: memsw must never be below it.
+    if (sys.HasFile("memory", "memory.memsw.limit_in_bytes")) {
+      value(memory, "memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
+    }
+  }
+  if (limits.cpu_millicores > 0) {
+    value(cpu, "cpu.shares", std::to_string(SharesFor(limits.cpu_millicores)));
+    if (limits.cpu_hard_limit) {
+      value(cpu, "cpu.cfs_period_us", std::to_string(kCfsPeriodUs));
+      value(cpu, "cpu.cfs_quota_us", std::to_string(QuotaUsFor(limits.cpu_millicores)));
+    }
+  }
+  return cg;
+}
 
+}  // namespace
+
+JobCgroup::JobCgroup(const CgroupSystem& sys, std::string path, const CgroupLimits& limits)
+    : sys_(sys), path_(std::move(path)) {
+  if (sys_.unified()) EnableControllersDownTo(sys_, path_);
+  CgroupPtr cg = DescribeGroup(sys_, path_, limits);
   int rc;
   {
     util::MutexLock lock(LibcgroupMutex());
