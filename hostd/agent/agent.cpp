@@ -6,7 +6,6 @@
 #include <thread>
 
 #include "core/db/deadline.h"
-#include "core/util/mutex.h"
 #include "hostd/attempt/collector.h"
 
 namespace pgfleet::hostd {
@@ -17,9 +16,8 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
     : config_(std::move(config)),
       metrics_(metrics),
       conn_(config_.dsn, "host " + config_.id),
-      lease_(config_.data_dir),
-      usage_(config_.driver, config_.id) {
-  ttl_ms_ = config_.host_ttl.count();
+      usage_(config_.driver, config_.id),
+      watchdog_(config_.id, config_.data_dir, config_.host_ttl, metrics) {
   conn_.SetOnConnect(store::Prepare);
   // Back within a heartbeat of the database: the lease counts from the last
   // heartbeat, so a longer wait would fence after a database outage shorter
@@ -27,49 +25,24 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
   conn_.SetMaxBackoff(std::chrono::duration_cast<std::chrono::milliseconds>(config_.heartbeat_interval));
 }
 
-void Agent::NoteContact(int64_t sent_boottime_ns) {
-  last_contact_ = sent_boottime_ns;
-  if (config_.data_dir.empty()) return;  // no lease file (hollow hosts)
-  if (!lease_.Write(sent_boottime_ns)) {
-    spdlog::warn("host={} cannot write {}/{}: shims may fence their jobs early", config_.id,
-                 config_.data_dir, kLeaseFile);
-  }
+void Agent::SetSupervisor(Supervisor* supervisor) {
+  supervisor_ = supervisor;
+  watchdog_.SetActions({[supervisor](const std::string& reason) { return supervisor->Fence(reason); },
+                        [supervisor] { supervisor->Unfence(); }});
 }
 
-void Agent::SetTtl(int64_t ttl_ms) {
-  ttl_ms_ = ttl_ms;
+void Agent::SetTtl(std::chrono::milliseconds ttl) {
+  watchdog_.SetTtl(ttl);
   if (supervisor_) {
     supervisor_->SetFenceAfter(config_.self_fence && config_.shim_fence
-                                   ? SelfFenceAfter(std::chrono::milliseconds(ttl_ms))
+                                   ? SelfFenceAfter(ttl)
                                    : std::chrono::milliseconds(0));
   }
 }
 
-void Agent::Enqueue(model::Report report) {
-  {
-    util::MutexLock lock(mu_);
-    queue_.push_back(std::move(report));
-    wake_ = true;
-  }
-  cv_.notify_one();
-  if (waker_) waker_();
-}
+void Agent::Enqueue(model::Report report) { reports_.Push(std::move(report)); }
 
-void Agent::Wake() {
-  {
-    util::MutexLock lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_one();
-  if (waker_) waker_();
-}
-
-bool Agent::TakeWake() {
-  util::MutexLock lock(mu_);
-  bool was = wake_;
-  wake_ = false;
-  return was;
-}
+void Agent::Wake() { reports_.Wake(); }
 
 void Agent::Register(pqxx::connection& conn) {
   int64_t sent = BootTimeNs();
@@ -80,10 +53,10 @@ void Agent::Register(pqxx::connection& conn) {
   std::chrono::milliseconds db_ttl = store::HostTtl(tx);
   tx.commit();
   registered_ = true;
-  NoteContact(sent);
-  int64_t ttl = std::min<int64_t>(config_.host_ttl.count(), db_ttl.count());
-  if (ttl != ttl_ms_.load()) SetTtl(ttl);
-  if (ttl < config_.host_ttl.count() && !ttl_warned_) {
+  watchdog_.NoteContact(sent);
+  auto ttl = std::min(config_.host_ttl, db_ttl);
+  if (ttl != watchdog_.ttl()) SetTtl(ttl);
+  if (ttl < config_.host_ttl && !ttl_warned_) {
     ttl_warned_ = true;
     spdlog::warn(
         "host={} the database's host TTL is {:.1f} s, shorter than --host-ttl {:.1f} s: "
@@ -125,7 +98,7 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     registered_ = false;
     return;
   }
-  NoteContact(sent);
+  watchdog_.NoteContact(sent);
 }
 
 std::string Agent::Condition() {
@@ -157,64 +130,24 @@ void Agent::HeartbeatIfDue(pqxx::connection& conn) {
   last_heartbeat_ = now;
 }
 
-void Agent::WatchdogTick() {
-  auto ttl = std::chrono::milliseconds(ttl_ms_.load());
-  auto silent = std::chrono::nanoseconds(BootTimeNs() - last_contact_.load());
-  bool overdue = silent > SelfFenceAfter(ttl);
-  // A hostd restarted after the lease ran out tries the database once
-  // before fencing what it re-attached to: if it gets through, the
-  // reconcile kills exactly the attempts that were superseded meanwhile.
-  // (Bounded: a first try that hangs does not delay the fence past one more lease.)
-  if (overdue && !first_try_done_ &&
-      std::chrono::nanoseconds(BootTimeNs() - watchdog_started_ns_) < SelfFenceAfter(ttl)) {
-    return;
-  }
-  if (overdue && !fenced_) {
-    fenced_ = true;
-    reregister_ = true;  // schedulers may have declared us lost: come back as a new generation
-    fence_reason_ =
-        fmt::format("hostd self-fenced: no successful heartbeat for {:.1f} s (host TTL {:.1f} s)",
-                    std::chrono::duration<double>(silent).count(), ttl.count() / 1000.0);
-    size_t n = supervisor_->Fence(fence_reason_);
-    metrics_.Add("pgfleet_host_self_fences_total", 1);
-    spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
-                  config_.id, fence_reason_, n);
-  } else if (overdue) {
-    supervisor_->Fence(fence_reason_);  // anything that started meanwhile (no log: same state)
-  } else if (fenced_) {
-    fenced_ = false;
-    supervisor_->Unfence();
-    spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", config_.id);
-  }
-}
-
 void Agent::BeginLease() {
-  // The lease continues from the previous hostd's last heartbeat: restarting
-  // never extends it. A first start begins it now.
-  std::optional<int64_t> lease;
-  if (!config_.data_dir.empty()) lease = ReadLease(config_.data_dir);
-  if (lease) {
-    last_contact_ = *lease;
-  } else {
-    NoteContact(BootTimeNs());
-  }
-  SetTtl(ttl_ms_.load());
-  watchdog_started_ns_ = BootTimeNs();
+  watchdog_.Begin();
+  SetTtl(watchdog_.ttl());
 }
 
 std::chrono::milliseconds Agent::DbDeadline() const {
   // Short enough that a stuck backend is left, a new connection made and a
   // heartbeat sent before the lease runs out (SelfFenceAfter); long enough
   // for a busy database's slowest step.
-  return std::clamp(std::chrono::milliseconds(ttl_ms_.load() / 3), kMinDbDeadline, kMaxDbDeadline);
+  return std::clamp(watchdog_.ttl() / 3, kMinDbDeadline, kMaxDbDeadline);
 }
 
 Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
   db::Deadline deadline(conn, DbDeadline(), "host=" + config_.id);
-  if (reregister_.exchange(false)) registered_ = false;
+  if (watchdog_.TakeReregister()) registered_ = false;
   if (!registered_) {
     Register(conn);
-    first_try_done_ = true;
+    watchdog_.NoteFirstTry();
     force_reconcile_ = true;
     last_heartbeat_ = Clock::now();
   }
@@ -253,7 +186,7 @@ Agent::Clock::time_point Agent::Step(pqxx::connection& conn) {
 }
 
 void Agent::NoteStepFailed(const std::exception* e) {
-  first_try_done_ = true;
+  watchdog_.NoteFirstTry();
   if (!e) return;
   if (last_error_ != e->what()) {  // once per distinct failure, not per retry
     spdlog::error("host={} database step failed, retrying: {}", config_.id, e->what());
@@ -289,16 +222,12 @@ void Agent::Run(const std::atomic<bool>& stop, const std::function<void()>& begi
     pqxx::connection* conn = conn_.Get();
     if (!conn) {
       NoteStepFailed(nullptr);
-      util::MutexLock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      reports_.WaitUntil(Clock::now() + std::chrono::milliseconds(200), stop);
       continue;
     }
     try {
       if (conn_.TakeReconnected()) NoteReconnected();
-      auto next = Step(*conn);
-      util::MutexLock lock(mu_);
-      cv_.wait_until(lock, next, [&] { mu_.AssertHeld(); return wake_ || stop; });
-      wake_ = false;
+      reports_.WaitUntil(Step(*conn), stop);
     } catch (const pqxx::broken_connection& e) {
       NoteStepFailed(nullptr);
       conn_.MarkBroken(e.what());

@@ -7,12 +7,16 @@
 //
 // Outages: while the database is unreachable, jobs keep running and reports
 // queue up in memory (in order); on reconnect hostd delivers them, then
-// reconciles in full. A second thread, the fence watchdog, kills every job
-// of the host once no heartbeat has succeeded for (almost) the host TTL, the
-// time after which schedulers may declare the host lost and run its jobs
-// elsewhere (docs/failures-hostd.md). The lease file (lease.h) carries the
-// time of the last successful heartbeat to the shims and to the next hostd.
+// reconciles in full. A second thread, the fence watchdog
+// (fence/watchdog.h), kills every job of the host once no heartbeat has
+// succeeded for (almost) the host TTL, the time after which schedulers may
+// declare the host lost and run its jobs elsewhere (docs/failures-hostd.md).
 // The SQL it runs is in store.h, prepared on every new connection.
+//
+// Thread domains, a class each: the agent's own thread (Run, or a hollow
+// runner's Step: everything below but what follows); any thread (Enqueue,
+// Wake: the ReportQueue); the watchdog's thread (WatchdogTick: the
+// FenceWatchdog).
 
 #include <atomic>
 #include <chrono>
@@ -25,10 +29,11 @@
 #include "core/net/http.h"
 #include "core/util/mutex.h"
 #include "hostd/agent/host_config.h"
-#include "hostd/fence/lease.h"
+#include "hostd/agent/report_queue.h"
 #include "hostd/agent/store.h"
-#include "hostd/supervisor/supervisor.h"
 #include "hostd/agent/usage.h"
+#include "hostd/fence/watchdog.h"
+#include "hostd/supervisor/supervisor.h"
 
 namespace pgfleet::hostd {
 
@@ -37,7 +42,7 @@ class Agent {
   using Clock = std::chrono::steady_clock;
   // config.data_dir empty: no lease file (hollow hosts).
   Agent(HostConfig config, metrics::Registry& metrics);
-  void SetSupervisor(Supervisor* supervisor) { supervisor_ = supervisor; }
+  void SetSupervisor(Supervisor* supervisor);
   const HostConfig& Config() const { return config_; }
   // Queues a report for the next batch (thread-safe; never blocks on the database).
   void Enqueue(model::Report report);
@@ -57,7 +62,7 @@ class Agent {
   // thread owning `conn`); another calls WatchdogTick.
   //
   // Called (besides waking Run) whenever the agent has work: set before the start.
-  void SetWaker(std::function<void()> waker) { waker_ = std::move(waker); }
+  void SetWaker(std::function<void()> waker) { reports_.SetWaker(std::move(waker)); }
   // Starts the lease clock and the fence timing; Run does it first.
   void BeginLease();
   // Does on conn whatever is due: register, deliver queued reports, heartbeat,
@@ -66,7 +71,7 @@ class Agent {
   // backend) breaks the connection (core/db/deadline.h).
   Clock::time_point Step(pqxx::connection& conn);
   // True (once) when Enqueue or Wake asked for a step since the last call.
-  bool TakeWake();
+  bool TakeWake() { return reports_.TakeWake(); }
   // The connection was reopened: the next step reconciles in full.
   void NoteReconnected() { force_reconcile_ = true; }
   // A step failed (or the database was unreachable: e == nullptr). Logs once
@@ -74,7 +79,7 @@ class Agent {
   void NoteStepFailed(const std::exception* e);
   // The fence watchdog's check (Run calls it every 100 ms): fences every job
   // once no heartbeat succeeded for (almost) the host TTL, unfences after.
-  void WatchdogTick();
+  void WatchdogTick() { watchdog_.Tick(); }
   // Delivers what is still queued (at exit). With a lease file, also
   // heartbeats once more: a deliberate stop then gives a restarted hostd the
   // whole fence time (lease.h) before the shims fence their jobs.
@@ -123,8 +128,8 @@ class Agent {
   bool ViewDiffers() const;
   // The reconcile's decision for one job the database assigns to this host.
   void ReconcileJob(const store::HostJob& job);
-  void NoteContact(int64_t sent_boottime_ns);
-  void SetTtl(int64_t ttl_ms);
+  // The host TTL the database judges this host by: the watchdog's, and the shims' fence.
+  void SetTtl(std::chrono::milliseconds ttl);
 
   HostConfig config_;
   metrics::Registry& metrics_;
@@ -142,28 +147,14 @@ class Agent {
   std::string last_error_;                // logged once until a step succeeds again
   bool disk_pressure_ = false;            // as of the latest heartbeat
   std::deque<model::Report> quarantine_;  // reports the database refused (Quarantine)
-  std::function<void()> waker_;
-  // Fence watchdog state. last_contact_: CLOCK_BOOTTIME ns at which the last
-  // successful heartbeat (or registration) was *sent*; mirrored in the lease file.
-  std::atomic<int64_t> last_contact_{0};
-  LeaseWriter lease_;
-  std::atomic<int64_t> ttl_ms_{0};
-  std::atomic<bool> reregister_{false};      // set by the watchdog after fencing
-  std::atomic<bool> first_try_done_{false};  // the first database round has been tried
   bool ttl_warned_ = false;
   UsageSampler usage_;              // live usage, sent with heartbeats
   Clock::time_point last_usage_{};  // when it last was
-  // The watchdog's alone:
-  int64_t watchdog_started_ns_ = 0;
-  bool fenced_ = false;
-  std::string fence_reason_;
+  // Reports freed resources while a scheduler sleeps, no wake sent yet.
+  bool wake_schedulers_ = false;
 
-  util::Mutex mu_;
-  util::CondVar cv_;
-  std::deque<model::Report> queue_ GUARDED_BY(mu_);  // sent oldest first
-  bool wake_ GUARDED_BY(mu_) = false;
-  bool wake_schedulers_ =
-      false;  // reports freed resources while a scheduler sleeps, no wake sent yet (agent thread)
+  ReportQueue reports_;     // any thread
+  FenceWatchdog watchdog_;  // the watchdog's thread (and NoteContact from this one)
 };
 
 }  // namespace pgfleet::hostd

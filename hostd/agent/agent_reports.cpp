@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/db/sql_state.h"
-#include "core/util/mutex.h"
 #include "core/util/text.h"
 #include "hostd/agent/agent.h"
 
@@ -17,14 +16,7 @@ constexpr size_t kReportBatch = 500;
 }  // namespace
 
 bool Agent::Flush(pqxx::connection& conn) {
-  std::vector<model::Report> batch;
-  {
-    util::MutexLock lock(mu_);
-    while (!queue_.empty() && batch.size() < kReportBatch) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-  }
+  std::vector<model::Report> batch = reports_.TakeBatch(kReportBatch);
   if (batch.empty()) {
     WakeSchedulersIfFreed(conn);  // one that failed before
     return false;
@@ -33,9 +25,7 @@ bool Agent::Flush(pqxx::connection& conn) {
   try {
     Deliver(conn, batch, 0, batch.size(), &settled);
   } catch (...) {
-    // Keep what is left, in order, for the next try.
-    util::MutexLock lock(mu_);
-    for (size_t i = batch.size(); i > settled; --i) queue_.push_front(std::move(batch[i - 1]));
+    reports_.PutBack(batch, settled);  // what is left, in order, for the next try
     throw;
   }
   WakeSchedulersIfFreed(conn);
