@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "hostd/drivers/driver_factory.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/drivers/driver.h"
 

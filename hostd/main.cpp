@@ -29,6 +29,7 @@
 #include "core/model/job_spec.h"
 #include "core/net/ticket.h"
 #include "core/util/text.h"
+#include "hostd/drivers/driver_factory.h"
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
 #include "hostd/attempt/collector.h"

@@ -9,8 +9,6 @@
 #include "core/model/constants.h"
 
 #include "core/util/mutex.h"
-#include "hostd/drivers/container/container.h"
-#include "hostd/drivers/process/process.h"
 
 namespace pgfleet::hostd {
 
@@ -90,28 +88,6 @@ std::string JobIdRangeConflict(const JobIdRange& range) {
   }
   endgrent();
   return found;
-}
-
-std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts) {
-  if (name == "process") return MakeProcessDriver(opts);
-  if (name == "container") {
-    std::string why;
-    if (!ContainerDriverAvailable(&why)) {
-      throw std::invalid_argument("--driver container cannot run here: " + why);
-    }
-    return MakeContainerDriver(opts);
-  }
-  throw std::invalid_argument("--driver must be container or process (got \"" + name + "\")");
-}
-
-std::string DefaultDriverName(std::string* why) {
-  std::string reason;
-  if (ContainerDriverAvailable(&reason)) {
-    *why = "root with cgroups: jobs run as containers";
-    return "container";
-  }
-  *why = "container driver unavailable (" + reason + "): jobs run as plain processes";
-  return "process";
 }
 
 }  // namespace pgfleet::hostd

@@ -121,11 +121,5 @@ inline model::DriverCapabilities CapabilitiesOfDriver(const std::string& name) {
   return model::CapabilitiesOf(model::ParseDriverKind(name).value_or(model::DriverKind::kProcess));
 }
 
-// "process" or "container". Throws std::invalid_argument for an unknown name.
-std::unique_ptr<Driver> MakeDriver(const std::string& name, const DriverOptions& opts);
-
-// "container" when running as root with the cgroup controllers it needs,
-// otherwise "process"; `why` receives the reason for the choice.
-std::string DefaultDriverName(std::string* why);
 
 }  // namespace pgfleet::hostd

@@ -25,6 +25,7 @@
 #include "core/util/mutex.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/driver.h"
+#include "hostd/drivers/driver_factory.h"
 #include "hostd/fence/lease.h"
 #include "hostd/output/log_forward.h"
 #include "hostd/output/output_log.h"

@@ -23,6 +23,7 @@
 
 #include "core/util/log.h"
 #include "core/util/mutex.h"
+#include "hostd/drivers/driver_factory.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/driver.h"
 #include "hostd/shim/launcher_protocol.h"
