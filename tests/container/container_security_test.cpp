@@ -337,17 +337,36 @@ TEST_F(ContainerSecurityTest, SigtermReachesAJobThatHandlesIt) {
   EXPECT_EQ(s.exit_code, 7);
 }
 
-TEST_F(ContainerSecurityTest, Pid1WithoutAHandlerIgnoresSigtermButNotSigkill) {
+TEST_F(ContainerSecurityTest, SigtermEndsAJobWithoutAHandlerAndSigkillOneThatIgnoresIt) {
+  // The job is not PID 1 (the container's init is): a signal it has no
+  // handler for acts as it would anywhere else.
   auto exec = driver_->Start(Request({"sleep", "100"}));
   exec->Signal(SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::string stat = ReadFile("/proc/" + std::to_string(exec->pid()) + "/stat");
-  ASSERT_FALSE(stat.empty());
-  EXPECT_EQ(stat.substr(stat.rfind(')') + 2, 1), "S") << "sleep should still be running";
-  exec->Signal(SIGKILL);
   ExitStatus s = exec->Wait();
-  EXPECT_EQ(s.signal, SIGKILL);
+  EXPECT_EQ(s.signal, SIGTERM);
+  EXPECT_EQ(s.exit_code, -1);
   exec->Signal(SIGKILL);  // after exit: does nothing
+
+  auto deaf = driver_->Start(Request({"sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  deaf->Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string stat = ReadFile("/proc/" + std::to_string(deaf->pid()) + "/stat");
+  ASSERT_FALSE(stat.empty()) << "a job that ignores SIGTERM ended on it";
+  deaf->Signal(SIGKILL);
+  s = deaf->Wait();
+  EXPECT_EQ(s.signal, SIGKILL);
+}
+
+TEST_F(ContainerSecurityTest, TheInitReapsOrphansAndEndsWithTheJob) {
+  // The job leaves a child behind that outlives it by far: the container
+  // (and the Wait) ends with the job, not with the orphan.
+  auto t0 = std::chrono::steady_clock::now();
+  auto exec = driver_->Start(Request({"sh", "-c", "sleep 300 & sleep 0.2; exit 4"}));
+  ExitStatus s = exec->Wait();
+  EXPECT_EQ(s.exit_code, 4);
+  EXPECT_EQ(s.signal, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
 TEST_F(ContainerSecurityTest, ExecFailureIsADriverError) {

@@ -205,21 +205,29 @@ TEST_F(ContainerE2eTest, AJobThatSurvivesAnOomKilledChildSucceedsWithTheKillReco
                          " was killed out of memory%'"));
 }
 
-TEST_F(ContainerE2eTest, HostnameIsTheJobIdAndPsShowsTheJobAsPid1) {
+TEST_F(ContainerE2eTest, HostnameIsTheJobIdAndPsShowsTheInitAndTheJob) {
   std::string hostname = Submit({"--rootfs", rootfs_, "--", "hostname"});
   std::string ps = Submit({"--rootfs", rootfs_, "--", "ps"});
   ASSERT_TRUE(WaitState(hostname, "succeeded")) << JobsByState();
   ASSERT_TRUE(WaitState(ps, "succeeded")) << JobsByState();
   EXPECT_EQ(hostname + "\n", Job(hostname, "output_tail"));
 
-  // busybox ps: "PID USER TIME COMMAND", then the job alone, as PID 1.
+  // busybox ps: "PID USER COMMAND", then the container's init as PID 1,
+  // titled, with nothing of hostd's command line (paths, host id), and the
+  // job as PID 2, its only child.
   std::string out = Job(ps, "output_tail");
   auto lines = Lines(out);
-  ASSERT_EQ(2u, lines.size()) << "expected a header and the job alone:\n" << out;
-  auto fields = Words(lines[1]);
-  ASSERT_GE(fields.size(), 2u) << out;
-  EXPECT_EQ("1", fields.front()) << out;
-  EXPECT_EQ("ps", fields.back()) << out;
+  ASSERT_EQ(3u, lines.size()) << "expected a header, the init and the job:\n" << out;
+  auto init = Words(lines[1]);
+  ASSERT_GE(init.size(), 2u) << out;
+  EXPECT_EQ("1", init.front()) << out;
+  EXPECT_EQ("pgfleet-init", init.back()) << out;
+  EXPECT_EQ(std::string::npos, out.find("shim")) << out;
+  EXPECT_EQ(std::string::npos, out.find(host_)) << out;
+  auto job = Words(lines[2]);
+  ASSERT_GE(job.size(), 2u) << out;
+  EXPECT_EQ("2", job.front()) << out;
+  EXPECT_EQ("ps", job.back()) << out;
 }
 
 TEST_F(ContainerE2eTest, EveryFinishedJobRecordsPeakMemoryAndCpuTime) {
@@ -277,10 +285,10 @@ TEST_F(ContainerE2eTest, StopCancelsARunningJobWithinItsGraceAndRemovesItsCgroup
   // reconcile (1 s); the rest is margin for the report on a busy machine.
   ASSERT_TRUE(WaitState(id, "cancelled", std::chrono::seconds(grace + 8))) << JobsByState();
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  // sleep is PID 1 without a SIGTERM handler, so SIGTERM does nothing and the
-  // SIGKILL after the grace period ends it.
-  EXPECT_EQ(std::to_string(SIGKILL), Job(id, "signal"));
-  EXPECT_GE(seconds, grace - 0.1);
+  // The container's init forwards SIGTERM to sleep, which is not PID 1 and
+  // so dies of it at once: no waiting out the grace.
+  EXPECT_EQ(std::to_string(SIGTERM), Job(id, "signal"));
+  EXPECT_LT(seconds, grace) << "the stop waited out the grace";
   EXPECT_EQ("t", Job(id, "peak_memory_bytes > 0 and cpu_seconds >= 0"));
   // The driver deletes the cgroup before it reports the exit.
   for (const auto& dir : job_dirs) EXPECT_FALSE(IsDir(dir)) << dir << " is left";
@@ -288,6 +296,29 @@ TEST_F(ContainerE2eTest, StopCancelsARunningJobWithinItsGraceAndRemovesItsCgroup
     EXPECT_TRUE(Subdirs(dir).empty()) << dir << " still has job cgroups";
   }
   EXPECT_EQ(0, db_.Count("select count(*) from pgfleet.allocation_drift"));
+}
+
+TEST_F(ContainerE2eTest, AJobThatTrapsSigtermEndsWithItsOwnCodeAndOneThatIgnoresItIsKilled) {
+  const int grace = 2;
+  // sh as the job's main process: its trap runs on the forwarded SIGTERM.
+  std::string trapping =
+      Submit({"--stop-grace", std::to_string(grace), "--rootfs", rootfs_, "--", "sh", "-c",
+              "trap 'echo got TERM; exit 7' TERM; while true; do sleep 0.1; done"});
+  std::string deaf = Submit({"--stop-grace", std::to_string(grace), "--rootfs", rootfs_, "--",
+                             "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"});
+  ASSERT_TRUE(WaitState(trapping, "running")) << JobsByState();
+  ASSERT_TRUE(WaitState(deaf, "running")) << JobsByState();
+  auto t0 = Clock::now();
+  CommandResult s = cluster_->Cli({"stop", trapping, deaf}, 30s);
+  ASSERT_EQ(0, s.exit_code) << s.out << s.err;
+  ASSERT_TRUE(WaitState(trapping, "cancelled", std::chrono::seconds(grace + 8))) << JobsByState();
+  EXPECT_EQ("7", Job(trapping, "exit_code"));
+  EXPECT_EQ("", Job(trapping, "signal"));
+  EXPECT_NE(std::string::npos, Job(trapping, "output_tail").find("got TERM"));
+  // The one that ignores SIGTERM is killed when its grace runs out.
+  ASSERT_TRUE(WaitState(deaf, "cancelled", std::chrono::seconds(grace + 8))) << JobsByState();
+  EXPECT_EQ(std::to_string(SIGKILL), Job(deaf, "signal"));
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), grace - 0.1);
 }
 
 // Live usage (host disk and insight issue, item 4): read from the job's cgroup.
@@ -328,10 +359,17 @@ TEST_F(ContainerE2eTest, ExecAndFsSeeWhatTheContainerSees) {
             cg.out.find("/" + hostd::HostCgroupPathFor(cluster_->dir() + "/" + host_, host_) + "/" +
                         id + "-1"))
       << cg.out;
-  // Its PID namespace: the job's sleep is PID 1 there.
-  auto ps = cluster_->Cli({"exec", id, "--", "cat", "/proc/1/cmdline"}, 30s);
+  // Its PID namespace: the container's init is PID 1 there, the job's sleep PID 2.
+  auto init = cluster_->Cli({"exec", id, "--", "cat", "/proc/1/cmdline"}, 30s);
+  EXPECT_EQ(0, init.exit_code) << init.err;
+  EXPECT_EQ(0u, init.out.find(std::string("pgfleet-init\0", 13))) << init.out;
+  auto ps = cluster_->Cli({"exec", id, "--", "cat", "/proc/2/cmdline"}, 30s);
   EXPECT_EQ(0, ps.exit_code) << ps.err;
   EXPECT_EQ(0u, ps.out.find("sleep")) << ps.out;
+  // Nothing of hostd's environment reaches the job through its init.
+  auto environ = cluster_->Cli({"exec", id, "--", "cat", "/proc/1/environ"}, 30s);
+  EXPECT_EQ(std::string::npos, environ.out.find("PG")) << environ.out;
+  EXPECT_EQ(std::string::npos, environ.out.find("PATH=")) << environ.out;
   auto code = cluster_->Cli({"exec", id, "--", "sh", "-c", "exit 7"}, 30s);
   EXPECT_EQ(7, code.exit_code) << code.err;
   // -t: a terminal of its own inside the container too (its output has the

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
     if (fd_ >= 0) close(fd_);
     fd_ = fd;
@@ -68,9 +70,13 @@ int KernelCapLast() {
 
 class ContainerExecution : public Execution {
  public:
-  ContainerExecution(pid_t pid, std::unique_ptr<JobCgroup> cgroup, int memory_mib, std::string ids,
-                     std::unique_ptr<container::JobDisk> disk)
-      : pid_(pid),
+  // init: the container's PID 1 (our child); job: the job's process, as the
+  // host sees it; status_fd: read end of the init's status pipe (owned).
+  ContainerExecution(pid_t init, pid_t job, int status_fd, std::unique_ptr<JobCgroup> cgroup,
+                     int memory_mib, std::string ids, std::unique_ptr<container::JobDisk> disk)
+      : pid_(init),
+        job_pid_(job),
+        status_(status_fd),
         cgroup_(std::move(cgroup)),
         memory_mib_(memory_mib),
         ids_(std::move(ids)),
@@ -83,7 +89,7 @@ class ContainerExecution : public Execution {
     }
   }
 
-  pid_t pid() const override { return pid_; }
+  pid_t pid() const override { return job_pid_; }
 
   ExitStatus Wait() override {
     int status = 0;
@@ -97,6 +103,12 @@ class ContainerExecution : public Execution {
     waited_ = true;
     ExitStatus s;
     if (r == pid_) {
+      // The job's own status, as the init saw it; the init's when it wrote
+      // none (it was killed: SIGKILL to the container, or its setup failed).
+      int job_status = 0;
+      if (read(status_.get(), &job_status, sizeof job_status) == sizeof job_status) {
+        status = job_status;
+      }
       if (WIFEXITED(status)) s.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) s.signal = WTERMSIG(status);
     } else {
@@ -127,12 +139,16 @@ class ContainerExecution : public Execution {
     if (sig == SIGKILL) {
       if (!cgroup_->KillAll()) spdlog::warn("{} processes survive SIGKILL", ids_);
     } else {
-      cgroup_->Signal(sig);
+      // To the init, which forwards it to the job's process group once:
+      // our unreaped child, so the pid is still its.
+      kill(pid_, sig);
     }
   }
 
  private:
-  const pid_t pid_;
+  const pid_t pid_;      // the init
+  const pid_t job_pid_;  // the job (the init's when it could not be learned)
+  Fd status_;
   std::unique_ptr<JobCgroup> cgroup_;
   const int memory_mib_;
   const std::string ids_;
@@ -163,13 +179,14 @@ class ContainerDriver : public Driver {
  private:
   // The descriptors the child keeps until exec (plan.log_fd, stdin_fd, sync_fd).
   struct ChildFds {
-    Fd log, null, parent_end, child_end;
+    Fd log, null, parent_end, child_end, status_read, status_write;
   };
   static void OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds);
   std::unique_ptr<JobCgroup> MakeCgroup(const RunRequest& req, pid_t pid) const;
-  // Releases the child and learns how its exec went.
-  static void AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
-                        container::JobDisk* disk);
+  // Releases the child and learns how its exec went; returns the job's pid
+  // (the child's, when the job's process never said).
+  static pid_t AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
+                         container::JobDisk* disk);
 
   const CgroupSystem& sys_;
   const DriverOptions opts_;
@@ -189,9 +206,20 @@ void ContainerDriver::OpenChildFds(const RunRequest& req, ChildPlan* plan, Child
   }
   fds->parent_end.reset(AboveStdio(sv[0]));
   fds->child_end.reset(AboveStdio(sv[1]));
+  // The job's process says it forked (container::kForked): its pid, as this
+  // process sees it, comes with the message.
+  int on = 1;
+  if (setsockopt(fds->parent_end.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+    throw DriverError("SO_PASSCRED: " + ErrnoText(errno));
+  }
+  int status[2];
+  if (pipe2(status, O_CLOEXEC) != 0) throw DriverError("pipe: " + ErrnoText(errno));
+  fds->status_read.reset(AboveStdio(status[0]));
+  fds->status_write.reset(AboveStdio(status[1]));
   plan->log_fd = fds->log.get();
   plan->stdin_fd = fds->null.get();
   plan->sync_fd = fds->child_end.get();
+  plan->status_fd = fds->status_write.get();
 }
 
 std::unique_ptr<JobCgroup> ContainerDriver::MakeCgroup(const RunRequest& req, pid_t pid) const {
@@ -236,30 +264,56 @@ int OpenMountedWorkDir(pid_t pid, const ChildPlan& plan) {
   return fd;
 }
 
-void ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
-                                const RunRequest& req, container::JobDisk* disk) {
+// One report from the child (false at EOF or on a short one); *sender: the
+// pid of the process that sent it, as this process sees it (0 if unknown).
+bool ReceiveReport(int fd, container::ChildReport* report, size_t* got, pid_t* sender) {
+  *got = 0;
+  *sender = 0;
+  while (*got < sizeof *report) {
+    iovec iov{reinterpret_cast<char*>(report) + *got, sizeof *report - *got};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+        ucred cred;
+        std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+        *sender = cred.pid;
+      }
+    }
+    *got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+pid_t ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
+                                 const RunRequest& req, container::JobDisk* disk) {
   // Release the child, then learn how its exec went: EOF (the socket closed
   // on exec) means it is running the job; a report means setup failed, or
-  // that its user namespace waits for its id maps.
+  // that its user namespace waits for its id maps, or that the job forked.
   char go = 'g';
   send(parent_end, &go, 1, MSG_NOSIGNAL);
   container::ChildReport report{};
   size_t got = 0;
-  while (true) {
-    got = 0;
-    while (got < sizeof report) {
-      ssize_t n = recv(parent_end, reinterpret_cast<char*>(&report) + got, sizeof report - got, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
+  pid_t job = pid;
+  for (pid_t sender = 0; ReceiveReport(parent_end, &report, &got, &sender);) {
+    if (report.step == container::kForked) {
+      if (sender > 0) job = sender;
+      continue;
     }
-    if (got != sizeof report || report.step != container::kPaused) break;
+    if (report.step != container::kPaused) break;
     if (plan.userns) WriteIdMaps(pid, plan.id_range);
     if (disk) disk->Mounted(OpenMountedWorkDir(pid, plan));
     char mapped = 'm';
     send(parent_end, &mapped, 1, MSG_NOSIGNAL);
   }
-  if (got == 0) return;
+  if (got == 0) return job;
   if (got != sizeof report) throw DriverError("container setup failed: short report from child");
   if (report.step == container::kExec) {
     throw DriverError("exec \"" + req.spec.command[0] + "\": " + ErrnoText(report.err));
@@ -289,6 +343,7 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   if (pid < 0) throw DriverError("clone: " + ErrnoText(errno));
   stack.reset();
   fds.child_end.reset();
+  fds.status_write.reset();
   fds.log.reset();
   fds.null.reset();
 
@@ -298,16 +353,18 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
     }
   };
   std::unique_ptr<JobCgroup> cgroup;
+  pid_t job = pid;
   try {
     cgroup = MakeCgroup(req, pid);
-    AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get());
+    job = AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get());
   } catch (const std::exception& e) {
     reap();
     cgroup.reset();
     throw DriverError(e.what());
   }
-  spdlog::debug("{} container started pid={} cgroup={}", ids, pid, cgroup->path());
-  return std::make_unique<ContainerExecution>(pid, std::move(cgroup), req.spec.memory, ids,
+  spdlog::debug("{} container started init={} job={} cgroup={}", ids, pid, job, cgroup->path());
+  return std::make_unique<ContainerExecution>(pid, job, fds.status_read.release(),
+                                              std::move(cgroup), req.spec.memory, ids,
                                               std::move(disk));
 }
 

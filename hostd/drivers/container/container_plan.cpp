@@ -13,6 +13,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 namespace pgfleet::hostd::container {
 namespace {
@@ -275,6 +279,27 @@ std::string RealPath(const std::string& path) {
 
 bool WantsNewNetwork(const model::JobSpec& spec) { return spec.network == "none"; }
 
+void ProcessStrings(ChildPlan* p) {
+  std::ifstream in("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return;
+  std::istringstream fields(stat.substr(close + 2));  // from field 3 (state) on
+  std::vector<std::string> f;
+  for (std::string w; fields >> w;) f.push_back(w);
+  // Fields 48-51 (1-based): arg_start, arg_end, env_start, env_end.
+  if (f.size() < 49) return;
+  auto at = [&](size_t field) {
+    return reinterpret_cast<char*>(static_cast<uintptr_t>(std::stoull(f[field - 3])));
+  };
+  char* a0 = at(48);
+  char* a1 = at(49);
+  char* e0 = at(50);
+  char* e1 = at(51);
+  if (a0 && a1 > a0) p->arg_start = a0, p->arg_end = a1;
+  if (e0 && e1 > e0) p->env_start = e0, p->env_end = e1;
+}
+
 ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   const model::JobSpec& spec = req.spec;
   if (spec.command.empty() || spec.command[0].empty()) {
@@ -284,6 +309,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
     throw DriverError("network must be \"host\" or \"none\" (got \"" + spec.network + "\")");
   }
   ChildPlan p;
+  ProcessStrings(&p);
   ResolveUser(spec.user, spec.privileged, context.job_ids, &p);
   p.cap_last = context.cap_last;
   PlanWorkDir(req, &p);

@@ -84,6 +84,18 @@ struct ChildPlan {
   int stdin_fd = -1;
   int log_fd = -1;
   int sync_fd = -1;  // child's end of the socket pair with the parent
+  // What the job sees of its init's command line (/proc/1/cmdline, ps), in
+  // place of the shim's, which names hostd's paths and the host: written by
+  // the child over its copy of this process's argument area, whose
+  // environment area it clears (ProcessStrings; [0, 0) when unknown).
+  std::string init_title = "pgfleet-init";
+  char* arg_start = nullptr;
+  char* arg_end = nullptr;
+  char* env_start = nullptr;
+  char* env_end = nullptr;
+  // Write end of the pipe the container's init writes the job's wait status
+  // to (4 bytes) before it exits (container_child.h).
+  int status_fd = -1;
 };
 
 // What BuildPlan needs to know about the driver.
@@ -98,6 +110,10 @@ struct PlanContext {
 // network, the user, the rootfs, the job dir). May chown the job dir to the
 // job's user.
 ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context);
+
+// Where this process's command line and environment strings lie
+// (/proc/self/stat): sets p's arg_* and env_* (left null when unknown).
+void ProcessStrings(ChildPlan* p);
 
 // Whether the plan runs the job in a new network namespace (network "none").
 bool WantsNewNetwork(const model::JobSpec& spec);
