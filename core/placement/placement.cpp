@@ -110,6 +110,50 @@ size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
   return best;
 }
 
+// A host's value of a spread key: its id for "host", else its label (or "").
+const std::string& SpreadValue(const std::string& key, const HostView& host) {
+  static const std::string kNone;
+  if (key == "host") return host.id;
+  auto it = host.labels.find(key);
+  return it == host.labels.end() ? kNone : it->second;
+}
+
+// The formation's jobs per value of the spread key `key`, over all hosts.
+std::map<std::string, int> SpreadCounts(const std::string& key, const std::vector<HostView>& hosts,
+                                        const HostCounts& counts) {
+  std::map<std::string, int> out;
+  for (const HostView& h : hosts) {
+    auto it = counts.find(h.id);
+    out[SpreadValue(key, h)] += it == counts.end() ? 0 : it->second;
+  }
+  return out;
+}
+
+// Stage 2 for a job with a spread: among `matching` hosts with room, the one
+// whose spread value holds the fewest of the formation's jobs, the fullest
+// after placing it among those; kNoHost when none has room. One pass over
+// the hosts to count, one over the matching ones to rank.
+size_t PickSpreadHost(const JobRequest& job, const std::vector<size_t>& matching,
+                      const std::vector<HostView>& hosts, const HostCounts& counts) {
+  const std::map<std::string, int> by_value = SpreadCounts(job.spread, hosts, counts);
+  size_t best = kNoHost;
+  int best_count = 0;
+  Fullness best_fullness;
+  for (size_t i : matching) {
+    const HostView& host = hosts[i];
+    if (!HasCapacity(host) || !host.condition.empty() || !Fits(job, host)) continue;
+    const int count = by_value.at(SpreadValue(job.spread, host));
+    const Fullness fullness = FullnessAfter(job, host);
+    if (best == kNoHost || count < best_count ||
+        (count == best_count && Fuller(fullness, best_fullness))) {
+      best = i;
+      best_count = count;
+      best_fullness = fullness;
+    }
+  }
+  return best;
+}
+
 // Why `job` has no host among `hosts`, given the hosts whose labels match it.
 Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
                  const std::vector<HostView>& hosts) {
@@ -195,6 +239,19 @@ bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b) {
   return a.id < b.id;
 }
 
+bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
+                   const std::vector<HostView>& hosts, const HostCounts& counts) {
+  const auto by_value = SpreadCounts(job.spread, hosts, counts);
+  auto count = [&](const HostView& h) {
+    auto it = by_value.find(SpreadValue(job.spread, h));
+    return it == by_value.end() ? 0 : it->second;  // a host not in `hosts`: none there yet
+  };
+  const int ca = count(a);
+  const int cb = count(b);
+  if (ca != cb) return ca < cb;
+  return PacksTighter(job, a, b);
+}
+
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {
   return Explain(job, MatchingHosts(job.constraints, job.privileged, hosts, HostsById(hosts)),
                  hosts);
@@ -202,8 +259,10 @@ Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hos
 
 // Stage 3, the plan: jobs in PlacesBefore order, each on PickHost's choice, the
 // choice charged to the host at once so later jobs see the room it took.
-Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
+Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
+                    const HostCounts& running) {
   std::stable_sort(jobs.begin(), jobs.end(), PlacesBefore);
+  HostCounts counts = running;  // charged with each placement, for later spread jobs
   const std::vector<size_t> by_id = HostsById(hosts);
   struct Group {
     std::vector<size_t> matching;
@@ -227,7 +286,8 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
     size_t best = kNoHost;
     if (RequestError(job).empty() && !(group.no_room && job.cpu >= group.no_room->first &&
                                        job.memory >= group.no_room->second)) {
-      best = PickHost(job, matching, hosts);
+      best = job.spread.empty() ? PickHost(job, matching, hosts)
+                                : PickSpreadHost(job, matching, hosts, counts);
       if (best == kNoHost && (!group.no_room || (job.cpu <= group.no_room->first &&
                                                  job.memory <= group.no_room->second))) {
         group.no_room = std::make_pair(job.cpu, job.memory);
@@ -240,6 +300,7 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts) {
     HostView& host = hosts[best];
     host.cpu_allocated += job.cpu;
     host.memory_allocated += job.memory;
+    ++counts[host.id];
     plan.placements.push_back({job.id, host.id});
   }
   return plan;

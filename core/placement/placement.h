@@ -34,7 +34,16 @@ struct JobRequest {
   int priority = 50;
   std::map<std::string, std::string> constraints;  // all must equal the host's labels
   bool privileged = false;  // its submitter was privileged: it may run on any host
+  // How its formation's jobs share hosts: "" packs them (the bin-pack rank);
+  // "host" spreads them one per host before any host gets a second; any
+  // other value is a host label key, and they spread over its values (hosts
+  // without the label share the value "") as evenly as capacity allows.
+  std::string spread;
 };
+
+// How many of the formation's jobs each host already runs (host id -> count):
+// where a spread starts from.
+using HostCounts = std::map<std::string, int>;
 
 struct Placement {
   int64_t job_id = 0;
@@ -82,10 +91,19 @@ std::string CapacityReason(const JobRequest& job);
 // Also used by PlanPlacements, so the reasons here are the reasons in a plan.
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts);
 
+// The spread rank of a job with a spread: true when placing it on `a` leaves
+// its spread more even than on `b` (fewer of the formation's jobs on a's
+// spread value, counted from `counts`), then PacksTighter.
+bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
+                   const std::vector<HostView>& hosts, const HostCounts& counts);
+
 // Places jobs in order of priority (higher first, then lower id first), each on
-// the feasible host that is fullest after placing it (bin-packing), updating the
-// in-memory allocation as it goes so one plan never overcommits a host. Every
-// job ends in exactly one of plan.placements or plan.unplaced.
-Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts);
+// the feasible host that is fullest after placing it (bin-packing), or for a
+// job with a spread on the feasible host its spread ranks first (`running`:
+// the formation's jobs already on each host), updating the in-memory
+// allocation and counts as it goes so one plan never overcommits a host.
+// Every job ends in exactly one of plan.placements or plan.unplaced.
+Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
+                    const HostCounts& running = {});
 
 }  // namespace pgfleet::placement
