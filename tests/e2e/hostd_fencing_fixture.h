@@ -10,18 +10,16 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "hostd/attempt/attempt_dir.h"
+#include "orphans.h"
 #include "test_support.h"
 
 namespace pgfleet::testing::fencing {
@@ -32,29 +30,8 @@ using Clock = std::chrono::steady_clock;
 // A job with a child in its process group: both must die when it is killed.
 inline const char* const kJobWithChild = "sleep 600 & echo $! > child.pid; wait";
 
-// The same process as when first seen, and not a zombie (killed jobs whose
-// parent died are reparented to this test, a subreaper, and wait to be reaped).
-inline bool Alive(pid_t pid, int64_t start_time) {
-  if (start_time <= 0 || hostd::attempt::ProcStartTime(pid) != start_time) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-// Shims outlive the hostd that started them; as a child subreaper the test
-// inherits (and reaps) them instead of leaving zombies to an init that may not.
-inline void ReapOrphans(std::chrono::milliseconds patience) {
-  auto deadline = Clock::now() + patience;
-  while (true) {
-    pid_t r = waitpid(-1, nullptr, WNOHANG);
-    if (r < 0) return;
-    if (r == 0) {
-      if (Clock::now() > deadline) return;
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-}
+// The same process as when first seen, and not a zombie (orphans.h).
+inline bool Alive(pid_t pid, int64_t start_time) { return SameProcessAlive(pid, start_time); }
 
 // The running job's main process and the child it started, as seen now.
 struct JobProcs {

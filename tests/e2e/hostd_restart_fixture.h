@@ -13,7 +13,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,13 +24,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/net/http.h"
 #include "hostd/attempt/attempt_dir.h"
 #include "hostd/drivers/container/cgroup.h"
 #include "hostd/drivers/container/container.h"
+#include "orphans.h"
 #include "test_support.h"
 
 namespace pgfleet::testing::restart {
@@ -46,30 +45,8 @@ inline std::string Cmdline(pid_t pid) {
 }
 
 // The same process as when first seen (pid and start time both match), and
-// not a zombie: job processes whose shim died are reparented to this test, a
-// subreaper, and linger as zombies until it reaps them.
-inline bool SameProcess(pid_t pid, int64_t start_time) {
-  if (start_time <= 0 || hostd::attempt::ProcStartTime(pid) != start_time) return false;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  size_t close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
-// Shims (and the jobs of killed shims) outlive the hostd that started them;
-// as a child subreaper this test inherits them when hostd dies, and reaps
-// them at the end instead of leaving zombies to an init that may not.
-inline void ReapOrphans(std::chrono::milliseconds patience) {
-  auto deadline = std::chrono::steady_clock::now() + patience;
-  while (true) {
-    pid_t r = waitpid(-1, nullptr, WNOHANG);
-    if (r < 0) return;  // ECHILD: nothing left
-    if (r == 0) {
-      if (std::chrono::steady_clock::now() > deadline) return;
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-}
+// not a zombie (orphans.h).
+inline bool SameProcess(pid_t pid, int64_t start_time) { return SameProcessAlive(pid, start_time); }
 
 class HostdRestartTest : public ::testing::TestWithParam<std::string> {
  protected:
