@@ -1,8 +1,8 @@
 #pragma once
 // What one formation pass (formation_pass.h) reads and writes, and nothing
 // else: the pass's seam. PgPassStore runs it on PostgreSQL with the store's
-// statements (store.h); the unit tests run the same pass on an in-memory
-// fleet (tests/component/formation_pass_test.cpp).
+// statements (store.h); the component tests run the same pass on an
+// in-memory fleet (FakeFleet, tests/component/fake_fleet.h).
 //
 // What must hold (the contract every implementation keeps, as store.h says
 // for PostgreSQL):
