@@ -1,8 +1,8 @@
 // The container driver against the real kernel: a job's process, its
 // environment and network, signals through the container's init (SIGTERM
 // to a handler, to none, ignored; orphans reaped), start errors as
-// DriverErrors, and starts from several threads at once. Needs root and cgroups (container_fixture.h says why tests fail,
-// never skip).
+// DriverErrors, and starts from several threads at once. Needs root and
+// cgroups (container_fixture.h says why tests fail, never skip).
 
 #include <signal.h>
 
