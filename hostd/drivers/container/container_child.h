@@ -81,6 +81,9 @@ struct ChildReport {
 // forks the job, which execs, and becomes its init. Returns only through _exit.
 int ChildMain(void* arg);
 
+// In the child: sends {step, err} on the plan's sync socket and exits 127.
+[[noreturn]] void ChildFail(const ChildPlan& p, Step step, int err);
+
 // The parent's DriverError message for a failure the child reported.
 std::string DescribeFailure(const ChildReport& report, const ChildPlan& plan);
 
