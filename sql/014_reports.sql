@@ -1,24 +1,6 @@
 -- Reports from hosts: each attempt's running, exit, start failure or loss,
 -- applied by report_jobs a whole batch at a time.
 
--- The per-report steps of earlier versions (one UPDATE per report: 0.3 ms
--- each, docs/benchmarks.md) are gone; report_jobs applies a batch set-based.
-drop function if exists pgfleet.report_running(pgfleet.jobs, text, integer);
-drop function if exists pgfleet.report_exit(pgfleet.jobs, text, jsonb);
-drop function if exists pgfleet.report_lost(pgfleet.jobs, text, text);
--- (Before p_wake; the same calls reach the new one through its default.)
-drop function if exists pgfleet.report_jobs(text, bigint, jsonb);
--- Before its wake_schedulers column: a function's result columns change only
--- by dropping it, so the old one goes, once.
-do $$
-begin
-  if exists (select 1 from pg_proc p
-              where p.oid = to_regprocedure('pgfleet.report_jobs(text, bigint, jsonb, boolean)')
-                and not ('wake_schedulers' = any (p.proargnames))) then
-    drop function pgfleet.report_jobs(text, bigint, jsonb, boolean);
-  end if;
-end $$;
-
 create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal integer,
                                                   p_oom boolean, p_error text)
 returns text
