@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What 300,000 jobs parked for a future not_before cost a formation's pass
 # (issue 34): runs a scheduler pass's two reads of pending jobs (the claim of
-# schedulerd/store.cpp kReadPending and the formation pick of
-# kFormationsToWork, copied here: keep them in step) against a formation with
+# schedulerd/store.sql schedulerd_read_pending and the formation pick of
+# schedulerd_formations_to_work, copied here: keep them in step) against a formation with
 # 1,000 ready jobs, first alone, then beside PARKED jobs of the same
 # formation waiting an hour. Prints each query's execution time (median of
 # RUNS, from EXPLAIN ANALYZE) and buffers read, for both cases.

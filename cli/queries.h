@@ -1,7 +1,8 @@
 #pragma once
 // The CLI's store: every SQL statement the pgfleet command runs, as a named
-// db::Statement in queries.cpp, behind typed functions that return plain
-// structs read by column name. Command files hold no SQL.
+// statement in queries.sql (a db::Statement built from it), used by
+// queries.cpp behind typed functions that return plain structs read by
+// column name. Command files hold no SQL.
 //
 // Command::Connect calls PrepareQueries on its connection (libpqxx prepares
 // each statement on the server at its first use, so a short-lived command

@@ -6,146 +6,12 @@
 #include "core/model/constants.h"
 #include "core/model/states.h"
 #include "core/util/text.h"
+#include "schedulerd/store.sql.h"
 
 namespace pgfleet::schedulerd::store {
 namespace {
 
 using nlohmann::json;
-
-// $1: all formations; else only those in $2.
-constexpr db::Statement kFormationsToWork{
-    "schedulerd_formations_to_work",
-    "select f.id from pgfleet.formations f"
-    "  left join lateral (select greatest("
-    "      (select max(j.priority) from pgfleet.jobs j"
-    "        where j.formation = f.name and j.state = 'pending' and j.desired_state = 'run'"
-    "          and j.not_before is null),"
-    "      (select max(j.priority) from pgfleet.jobs j"
-    "        where j.state = 'pending' and j.not_before is not null and j.not_before <= now()"
-    "          and j.formation = f.name and j.desired_state = 'run')) as p) m on true"
-    " where ($1::boolean or f.id = any($2::integer[]))"
-    "   and (m.p is not null"
-    "    or (f.kind = 'service'"
-    "        and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name"
-    "                              and j.state in ('pending', 'assigned', 'running')"
-    "                              and j.desired_state = 'run')"
-    "             or exists (select 1 from pgfleet.jobs j join pgfleet.hosts h"
-    "                          on h.id = j.host_id"
-    "                         where j.formation = f.name and j.state in ('assigned', 'running')"
-    "                           and j.desired_state = 'run'"
-    "                           and h.state in ('draining', 'offline')))))"
-    " order by m.p desc nulls last, f.id"};
-
-// The lock is taken only for the formation's row (none: gone, nothing to do).
-// Its shape read in the same statement, before the lock, is what it would
-// be after it: schedulers never change a formation's kind or replicas.
-constexpr db::Statement kLockFormation{
-    "schedulerd_lock_formation",
-    "select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,"
-    "       f.replicas, f.name from pgfleet.formations f where f.id = $1"};
-
-// What placement needs, without a lock and without the spec: assign_jobs
-// locks the jobs it assigns and returns their specs (docs/decisions/0014).
-constexpr db::Statement kReadPending{
-    "schedulerd_read_pending",
-    // Ready jobs (jobs_ready_idx) and jobs whose not_before has come
-    // (jobs_retry_at_idx), each in priority order: never a job waiting for a
-    // later not_before, however many there are (migration 0023).
-    "select * from ("
-    " (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "         j.privileged, coalesce(j.error, '') as reason"
-    "    from pgfleet.jobs j"
-    "   where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'"
-    "     and j.not_before is null"
-    "   order by j.priority desc, j.id limit $2)"
-    " union all"
-    " (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,"
-    "         j.privileged, coalesce(j.error, '') as reason"
-    "    from pgfleet.jobs j"
-    "   where j.state = 'pending' and j.not_before is not null and j.not_before <= now()"
-    "     and j.formation = $1 and j.desired_state = 'run'"
-    "   order by j.priority desc, j.id limit $2)) c"
-    " order by c.priority desc, c.id limit $2"};
-
-// What changes pass to pass; the rest (HostConfig) is kept by version.
-constexpr db::Statement kLoadHostSnapshot{
-    "schedulerd_load_host_snapshot",
-    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.config_version,"
-    "       h.suspensions, coalesce(hb.condition, '') as condition"
-    "  from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id"
-    " where h.state = 'up' and h.admitted"
-    "   and (h.suspended_until is null or h.suspended_until <= now())"
-    // host_ttl() once (an init plan), not once per host row: 15 ms a call at
-    // 1,000 hosts against 1 ms (docs/benchmarks/2026-11-25-fewer-statements-per-job.md)
-    "   and hb.last_seen > (select now() - pgfleet.host_ttl())"};
-
-// The hosts of $1 still up and not suspended, locked for the pass (skipping
-// those another transaction holds), as locked.
-constexpr db::Statement kLockHosts{
-    "schedulerd_lock_hosts",
-    "select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated from pgfleet.hosts h"
-    " where h.id = any($1::text[]) and h.state = 'up' and h.admitted"
-    "   and (h.suspended_until is null or h.suspended_until <= now())"
-    " order by h.id"
-    "   for update of h skip locked"};
-
-constexpr db::Statement kLoadHostConfigs{
-    "schedulerd_load_host_configs",
-    "select h.id, h.config_version, h.labels::text as labels, h.api_url,"
-    "       pgfleet.driver_isolates(h.driver) as isolates,"
-    "       coalesce(encode(k.key, 'hex'), '') as ticket_key"
-    "  from pgfleet.hosts h left join pgfleet.host_keys k on k.host_id = h.id"
-    " where h.id = any($1::text[])"};
-
-constexpr db::Statement kAssignJobs{
-    "schedulerd_assign_jobs",
-    "select job_id, attempt, host_id, spec, uid from pgfleet.assign_jobs($1::jsonb)"};
-
-constexpr db::Statement kSetPendingReasons{"schedulerd_set_pending_reasons",
-                                           "select pgfleet.set_pending_reasons($1::jsonb)"};
-
-constexpr db::Statement kLiveReplicas{
-    "schedulerd_live_replicas",
-    "select j.id, j.state,"
-    "       coalesce(j.state in ('assigned', 'running') and h.state in ('draining', 'offline'),"
-    "                false) as on_leaving_host"
-    "  from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id"
-    " where j.formation = $1 and j.state in ('pending', 'assigned', 'running')"
-    "   and j.desired_state = 'run'"
-    " for update of j"};
-
-constexpr db::Statement kCreateReplicas{"schedulerd_create_replicas",
-                                        "select pgfleet.create_replicas($1, $2) as created"};
-
-constexpr db::Statement kStopJobs{"schedulerd_stop_jobs",
-                                  "select pgfleet.stop_jobs($1::bigint[], $2)"};
-
-constexpr db::Statement kDispatchSucceeded{"schedulerd_dispatch_succeeded",
-                                           "select pgfleet.dispatch_succeeded($1::text[])"};
-
-constexpr db::Statement kDispatchFailed{
-    "schedulerd_dispatch_failed", "select pgfleet.dispatch_failed($1, $2::jsonb, $3) as requeued"};
-
-constexpr db::Statement kDispatchUnanswered{"schedulerd_dispatch_unanswered",
-                                            "select pgfleet.dispatch_unanswered($1)"};
-
-constexpr db::Statement kStopsToForward{
-    "schedulerd_stops_to_forward",
-    "select j.id, j.attempt, j.host_id, h.api_url, j.stop_force,"
-    "       coalesce(encode(k.key, 'hex'), '') as ticket_key from pgfleet.jobs j"
-    "  join pgfleet.hosts h on h.id = j.host_id"
-    "  left join pgfleet.host_keys k on k.host_id = h.id"
-    " where j.desired_state = 'stop' and j.state in ('assigned', 'running')"};
-
-constexpr db::Statement kRecordPassError{
-    "schedulerd_record_pass_error",
-    "update pgfleet.formations set pass_error = $2, pass_failures = $3, pass_failed_at = now()"
-    " where id = $1"};
-
-constexpr db::Statement kClearPassError{
-    "schedulerd_clear_pass_error",
-    "update pgfleet.formations set pass_error = null, pass_failures = 0"
-    " where id = $1 and pass_error is not null"};
 
 std::map<std::string, std::string> JsonToMap(const std::string& text) {
   std::map<std::string, std::string> m;
@@ -159,15 +25,6 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
 }
 
 }  // namespace
-
-constexpr db::Statement kSetLockTimeout{"schedulerd_set_lock_timeout",
-                                        "select set_config('lock_timeout', $1, false)"};
-constexpr db::Statement kTakeIdleLock{"schedulerd_take_idle_lock",
-                                      "select pg_advisory_lock($1, $2)"};
-constexpr db::Statement kReleaseIdleLock{"schedulerd_release_idle_lock",
-                                         "select pg_advisory_unlock($1, $2)"};
-constexpr db::Statement kNextRetryIn{"schedulerd_next_retry_in",
-                                     "select pgfleet.next_retry_in() as seconds"};
 
 void PrepareListen(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kSetLockTimeout, &kTakeIdleLock, &kReleaseIdleLock, &kNextRetryIn});

@@ -1,7 +1,8 @@
 #pragma once
-// schedulerd's store: every statement the scheduler runs, named, prepared once
-// per connection (Prepare, installed with ReconnectingConnection::SetOnConnect),
-// behind typed functions that read result columns by name into plain structs.
+// schedulerd's store: every statement the scheduler runs (store.sql,
+// store_maintenance.sql), named, prepared once per connection (Prepare,
+// installed with ReconnectingConnection::SetOnConnect), behind typed
+// functions that read result columns by name into plain structs.
 //
 // What must hold:
 // - Prepare(conn) ran on the connection a transaction belongs to before any
@@ -185,7 +186,7 @@ void RecordPassError(pqxx::transaction_base& tx, int formation, const std::strin
 void ClearPassError(pqxx::transaction_base& tx, int formation);
 
 // --- maintenance ----------------------------------------------------------
-// (schedulerd/store_maintenance.cpp)
+// (schedulerd/store_maintenance.cpp, its statements store_maintenance.sql)
 
 // Prepares the statements below; Prepare calls it.
 void PrepareMaintenance(pqxx::connection& conn);

@@ -84,7 +84,6 @@ comment on function pgfleet.default_network() is
 -- The privileged job features, the same rules as hostd's
 -- (core/model/job_spec.cpp PrivilegeProblem): null when none is asked for,
 -- else {field, message}.
-drop function if exists pgfleet.privilege_problem(text, text, text);
 create or replace function pgfleet.privilege_problem(p_run_as text, p_network text, p_rootfs text,
                                                      p_seccomp text)
 returns text[]

@@ -199,8 +199,6 @@ comment on function pgfleet.ceiling_for(text, text) is
 -- owner's rows of pgfleet.role_limits), as {field, message}; null when
 -- within. Values up to the columns' defaults never read the ceilings (whose
 -- ranges start there): the common insert pays nothing.
-drop function if exists pgfleet.limit_problem(integer, integer);
-drop function if exists pgfleet.limit_problem(integer, integer, integer, integer, integer);
 create or replace function pgfleet.limit_problem(p_owner text, p_pids_max integer,
                                                  p_stop_grace_seconds integer, p_disk integer,
                                                  p_log_max_files integer, p_log_max_file_mb integer)

@@ -3,8 +3,6 @@
 -- Every option defaults to null, meaning "the column's default": the job
 -- defaults are defined once, by the columns of pgfleet.jobs (migrations/), and
 -- a null is never written over them.
-drop function if exists pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer);
-drop function if exists pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer);
 create or replace function pgfleet.submit(
   command text[],
   formation text default null,

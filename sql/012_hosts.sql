@@ -132,15 +132,8 @@ comment on function pgfleet.admit_host(text, integer, integer, jsonb) is
 
 -- heartbeat and host_jobs are PL/pgSQL, which keeps their plans for the
 -- session (docs/decisions/0002).
--- The three-argument heartbeat of earlier versions: a hostd of today sends its
--- condition too (a call with three arguments still reaches the one below).
-drop function if exists pgfleet.heartbeat(text, bigint, integer);
--- Before live usage the heartbeat had no p_usage: one function, not two
--- overloads a four-argument call could not choose between.
-drop function if exists pgfleet.heartbeat(text, bigint, integer, text);
--- Its answer grew the host's live attempts as the database sees them
--- (live_digest, stops): a new return type, so the function is made anew.
-drop function if exists pgfleet.heartbeat(text, bigint, integer, text, jsonb);
+-- A hostd of an earlier version calls it with three arguments (no
+-- condition) or four (no usage): the defaults take them.
 create or replace function pgfleet.heartbeat(p_host text, p_generation bigint, p_running integer,
                                              p_condition text default null,
                                              p_usage jsonb default null)

@@ -1,18 +1,6 @@
 -- Scheduling: placement plans written all-or-nothing per host, why jobs stay
 -- pending, dispatch outcomes, and the spec a host runs.
 
--- assign_jobs once returned job_id, attempt and host_id only (the spec and uid
--- came with the scheduler's claim): a function's result columns change only by
--- dropping it, so the old one goes, once.
-do $$
-begin
-  if exists (select 1 from pg_proc p
-              where p.oid = to_regprocedure('pgfleet.assign_jobs(jsonb)')
-                and not ('spec' = any (p.proargnames))) then
-    drop function pgfleet.assign_jobs(jsonb);
-  end if;
-end $$;
-
 create or replace function pgfleet.assign_jobs(p_plan jsonb)
 returns table (job_id bigint, attempt integer, host_id text, spec text, uid text)
 language plpgsql

@@ -1,24 +1,6 @@
 -- Reports from hosts: each attempt's running, exit, start failure or loss,
 -- applied by report_jobs a whole batch at a time.
 
--- The per-report steps of earlier versions are gone; report_jobs applies a
--- batch set-based (docs/decisions/0003).
-drop function if exists pgfleet.report_running(pgfleet.jobs, text, integer);
-drop function if exists pgfleet.report_exit(pgfleet.jobs, text, jsonb);
-drop function if exists pgfleet.report_lost(pgfleet.jobs, text, text);
--- (Before p_wake; the same calls reach the new one through its default.)
-drop function if exists pgfleet.report_jobs(text, bigint, jsonb);
--- Before its wake_schedulers column: a function's result columns change only
--- by dropping it, so the old one goes, once.
-do $$
-begin
-  if exists (select 1 from pg_proc p
-              where p.oid = to_regprocedure('pgfleet.report_jobs(text, bigint, jsonb, boolean)')
-                and not ('wake_schedulers' = any (p.proargnames))) then
-    drop function pgfleet.report_jobs(text, bigint, jsonb, boolean);
-  end if;
-end $$;
-
 create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal integer,
                                                   p_oom boolean, p_error text)
 returns text
@@ -72,31 +54,17 @@ $$;
 comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
   'The retry rule: job j''s state once its current attempt ended: pending again (retry with backoff, service restart, or moved off a draining host), succeeded, failed (attempts used up) or cancelled.';
 
--- A batch is applied in two statements whatever its size (docs/decisions/0003):
--- the first locks the attempts, the second decides each attempt's outcome from
--- its reports and writes it, with one UPDATE of jobs, one INSERT of events and
--- one UPDATE of the host. Per attempt, what counts is its first ending report
--- (exited, start_failed or lost) and its first running report before that; a
--- report that comes after its attempt's end in the batch is refused, as it
--- would be in a later batch. An attempt still assigned whose running report and
--- exit arrive together (or whose running report was lost) goes straight to its
--- end, with a running event and its end event. A batch of running reports
--- alone (jobs that started and run on) takes one statement instead, with the
--- same outcome (tests/integration/report_jobs_test.cpp).
--- p_wake: whether this call wakes sleeping schedulers when it frees resources.
--- hostd passes false (docs/decisions/0004). The call then says in
--- wake_schedulers (the same on every row) whether the caller must call
--- pgfleet.wake_schedulers once the batch has committed: only when it freed
--- resources while a scheduler sleeps. When none sleeps, the idle lock it took
--- shared (pgfleet.schedulers_sleep) keeps any from falling asleep before this
--- commits without looking at the freed room first, so no wake is needed.
-create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb,
-                                               p_wake boolean default true)
-returns table (job_id bigint, attempt integer, kind text, accepted boolean, wake_schedulers boolean)
-language plpgsql security definer set search_path = pgfleet, pg_temp
--- Generic plans and no sequential scans: every statement below reaches jobs
--- by primary key whatever the batch (docs/decisions/0002).
-set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+-- report_jobs, below, applies a host's batch of reports in named steps:
+-- refuse it all (an older generation of the host), or apply it, running
+-- reports alone (apply_running_reports) or any other (apply_reports, which
+-- reads the reports with read_reports); then tell waiters and schedulers.
+-- Each step takes the whole batch, runs once per call, and runs only inside
+-- report_jobs' call: as the schema's owner, under its settings (generic
+-- plans, no sequential scans, its search_path), so execute on the steps is
+-- revoked from public. A step is called as a PL/pgSQL expression (and
+-- read_reports is inlined), so none costs a statement of its own: a batch
+-- takes the statements it took when report_jobs was one function.
+--
 -- p_reports, in the order they happened (the JSON of core/model/report.h):
 --   {"job":1,"attempt":1,"kind":"running","pid":123}
 --   {"job":1,"attempt":1,"kind":"exited","exit_code":0,"signal":null,"oom_killed":false,
@@ -107,90 +75,82 @@ set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 -- then applies only to the job of that uid.
 -- Each report is applied only if the attempt is still the job's current one on this
 -- host (fencing); accepted = false tells the host its attempt was superseded.
+-- The steps that apply a batch answer, in their order, each report's job,
+-- attempt, kind and whether it was accepted, whether the batch freed
+-- resources on the host, and the jobs it changed.
+
+-- A batch of running reports alone: attempts that started and have not ended
+-- yet, as every job that runs longer than a report's round trip is reported
+-- (its end comes in a later call). One statement, without apply_reports'
+-- lock, windows and host update (docs/decisions/0012), with
+-- the same outcome (tests/integration/report_jobs_test.cpp). The update
+-- checks each attempt on the row as it is when written (a row changed
+-- meanwhile is checked again), so nothing needs locking first; rows are taken
+-- in id order (the reports sorted by job), as apply_reports takes them.
+-- Accepted: started now, or already running here (a report sent again).
+create or replace function pgfleet.apply_running_reports(
+  p_host text, p_reports jsonb,
+  out job_ids bigint[], out attempts integer[], out kinds text[], out accepted boolean[],
+  out freed_resources boolean, out changed_jobs bigint[])
+language plpgsql as $$
 #variable_conflict use_column
-declare
-  v_jobs bigint[];
-  v_attempts integer[];
-  v_kinds text[];
-  v_accepted boolean[];
-  v_freed boolean;
-  v_wake boolean := false;
-  v_changed bigint[];
 begin
-  perform pgfleet.require_host(p_host);
-  if not exists (select 1 from pgfleet.hosts h where h.id = p_host and h.generation = p_generation) then
-    -- An older generation of the host: nothing it says applies.
-    return query select (e ->> 'job')::bigint, (e ->> 'attempt')::integer, e ->> 'kind', false, false
-                   from jsonb_array_elements(p_reports) with ordinality t(e, n) order by n;
-    return;
-  end if;
-  if jsonb_array_length(jsonb_path_query_array(p_reports, '$[*] ? (@.kind == "running")'))
-     = jsonb_array_length(p_reports) then
-    -- Only running reports: attempts that started and have not ended yet, as
-    -- every job that runs longer than a report's round trip is reported (its
-    -- end comes in a later call). One statement, without the general one's
-    -- lock, windows and host update (docs/decisions/0012).
-    -- The update checks each attempt on the row as it is when written (a row
-    -- changed meanwhile is checked again), so nothing needs locking first;
-    -- rows are taken in id order (the reports sorted by job), as the general
-    -- statement below takes them.
-    with r as (
-      select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
-             (t.e ->> 'pid')::integer as pid, t.e ->> 'uid' as uid
-        from jsonb_array_elements(p_reports) with ordinality t(e, n)
-    ),
-    first_run as (  -- an attempt's first running report is the one that counts
-      select distinct on (r.job, r.att) r.* from r order by r.job, r.att, r.n
-    ),
-    started as (
-      update pgfleet.jobs j
-         set state = 'running', started_at = coalesce(j.started_at, now()), pid = f.pid
-        from first_run f
-       -- by primary key, in its order (the host's live jobs, a join's
-       -- other choice, are thousands)
-       where j.id = any (array(select f2.job from first_run f2))
-         and j.id = f.job and j.attempt = f.att and j.host_id = p_host and j.state = 'assigned'
-         and pgfleet.report_names_job(f.uid, j.uid)
-      returning j.id, j.attempt, j.pid
-    ),
-    events as (
-      insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
-      select s.id, s.attempt, 'running', p_host, 'pid ' || coalesce(s.pid::text, 'unknown')
-        from started s order by s.id
-    )
-    -- Accepted: started now, or already running here (a report sent again).
-    select array_agg(r.job order by r.n), array_agg(r.att order by r.n),
-           array_agg(s.id is not null or coalesce(c.running, false) order by r.n),
-           (select array_agg(s2.id) from started s2)
-      into v_jobs, v_attempts, v_accepted, v_changed
-      from r
-      left join started s on s.id = r.job and s.attempt = r.att
-      left join lateral (
-        select j.attempt = r.att and j.host_id = p_host and j.state = 'running'
-               and pgfleet.report_names_job(r.uid, j.uid) as running
-          from pgfleet.jobs j where j.id = r.job offset 0) c
-        on true;
-    if exists (select 1 from pgfleet.job_waiters) then
-      perform pgfleet.notify_waiters(v_changed);
-    end if;
-    return query select u.j, u.a, 'running'::text, u.ok, false
-                   from unnest(v_jobs, v_attempts, v_accepted) u(j, a, ok);
-    return;
-  end if;
-  -- Lock the attempts first, in id order: the second statement then sees them
-  -- as they are, and nothing changes them under it. Lock order is always jobs
-  -- before hosts (a scheduler's pass, which takes hosts first, never waits
-  -- for a row: skip locked), so no deadlock. Every job is found by
-  -- its primary key (a LATERAL lookup the planner cannot turn into a scan of
-  -- the host's live jobs, or into a nested loop over the reports: both are
-  -- quadratic in the batch; docs/decisions/0003).
-  perform 1
-     from (select distinct (e ->> 'job')::bigint as job from jsonb_array_elements(p_reports) e) r
-     cross join lateral (
-       select j.id, j.host_id, j.state from pgfleet.jobs j where j.id = r.job offset 0) j
-    where j.host_id = p_host and j.state in ('assigned', 'running')
-    order by j.id
-      for update of j;
+  with r as (
+    select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
+           (t.e ->> 'pid')::integer as pid, t.e ->> 'uid' as uid
+      from jsonb_array_elements(p_reports) with ordinality t(e, n)
+  ),
+  first_run as (  -- an attempt's first running report is the one that counts
+    select distinct on (r.job, r.att) r.* from r order by r.job, r.att, r.n
+  ),
+  started as (
+    update pgfleet.jobs j
+       set state = 'running', started_at = coalesce(j.started_at, now()), pid = f.pid
+      from first_run f
+     -- by primary key, in its order (the host's live jobs, a join's
+     -- other choice, are thousands)
+     where j.id = any (array(select f2.job from first_run f2))
+       and j.id = f.job and j.attempt = f.att and j.host_id = p_host and j.state = 'assigned'
+       and pgfleet.report_names_job(f.uid, j.uid)
+    returning j.id, j.attempt, j.pid
+  ),
+  events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select s.id, s.attempt, 'running', p_host, 'pid ' || coalesce(s.pid::text, 'unknown')
+      from started s order by s.id
+  )
+  select array_agg(r.job order by r.n), array_agg(r.att order by r.n),
+         array_agg(s.id is not null or coalesce(c.running, false) order by r.n),
+         (select array_agg(s2.id) from started s2)
+    into job_ids, attempts, accepted, changed_jobs
+    from r
+    left join started s on s.id = r.job and s.attempt = r.att
+    left join lateral (
+      select j.attempt = r.att and j.host_id = p_host and j.state = 'running'
+             and pgfleet.report_names_job(r.uid, j.uid) as running
+        from pgfleet.jobs j where j.id = r.job offset 0) c
+      on true;
+  kinds := array_fill('running'::text, array[cardinality(job_ids)]);
+  freed_resources := false;
+end $$;
+comment on function pgfleet.apply_running_reports(text, jsonb) is
+  'Step of pgfleet.report_jobs: applies a batch of running reports alone from host p_host in one statement (assigned attempts become running, with their events); answers each report''s job, attempt, kind and acceptance in order, and the jobs changed.';
+revoke execute on function pgfleet.apply_running_reports(text, jsonb) from public;
+
+-- Each report of the batch, numbered in its order (n), with its job as it is
+-- (old; its state s0), whether the report may apply to it (live: the attempt
+-- is still the job's current one on host p_host, assigned or running, and
+-- the uid the report names, if any, is the job's), the number of its
+-- attempt's first ending report that applies (end_n: exited, start_failed or
+-- lost) and of its first running report before that (run_n). Every job is
+-- found by its primary key (a LATERAL lookup the planner cannot turn into a
+-- scan of the host's live jobs, or into a nested loop over the reports: both
+-- were quadratic in the batch, 36 ms for 200 jobs). A SQL function the
+-- planner inlines into apply_reports' statement: it is no statement of its own.
+create or replace function pgfleet.read_reports(p_host text, p_reports jsonb)
+returns table (n bigint, job bigint, att integer, kind text, e jsonb, old pgfleet.jobs,
+               s0 text, live boolean, end_n bigint, run_n bigint)
+language sql stable as $$
   with r as (  -- the reports, numbered in their order
     select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
            t.e ->> 'kind' as kind, t.e
@@ -211,13 +171,50 @@ begin
     select rl.*, min(rl.n) filter (where rl.live and rl.kind in ('exited', 'start_failed', 'lost'))
                    over (partition by rl.job, rl.att) as end_n
       from rl
-  ),
-  rx as (  -- and of its first running report before that
-    select r_end.*,
-           min(r_end.n) filter (where r_end.live and r_end.kind = 'running'
-                                  and (r_end.end_n is null or r_end.n < r_end.end_n))
-             over (partition by r_end.job, r_end.att) as run_n
-      from r_end
+  )
+  -- and of its first running report before that
+  select r_end.*,
+         min(r_end.n) filter (where r_end.live and r_end.kind = 'running'
+                                and (r_end.end_n is null or r_end.n < r_end.end_n))
+           over (partition by r_end.job, r_end.att) as run_n
+    from r_end
+$$;
+comment on function pgfleet.read_reports(text, jsonb) is
+  'Step of pgfleet.report_jobs (inlined into pgfleet.apply_reports): each report of p_reports in order, with its job as it is, whether it may apply (live: the job''s current attempt on host p_host, uid matching), and the numbers of its attempt''s first applicable ending report (end_n) and first running report before it (run_n).';
+revoke execute on function pgfleet.read_reports(text, jsonb) from public;
+
+-- Any batch but running reports alone, in two statements whatever its size
+-- (docs/decisions/0003): the first locks the attempts, the second
+-- decides each attempt's outcome from its reports and writes it, with one
+-- UPDATE of jobs, one INSERT of events and one UPDATE of the host. Per
+-- attempt, what counts is its first ending report (exited, start_failed or
+-- lost) and its first running report before that (read_reports); a report
+-- that comes after its attempt's end in the batch is refused, as it would be
+-- in a later batch. An attempt still assigned whose running report and exit
+-- arrive together (or whose running report was lost) goes straight to its
+-- end, with a running event and its end event. Ended attempts' resources go
+-- back to the host (freed_resources).
+create or replace function pgfleet.apply_reports(
+  p_host text, p_reports jsonb,
+  out job_ids bigint[], out attempts integer[], out kinds text[], out accepted boolean[],
+  out freed_resources boolean, out changed_jobs bigint[])
+language plpgsql as $$
+#variable_conflict use_column
+begin
+  -- Lock the attempts first, in id order: the second statement then sees them
+  -- as they are, and nothing changes them under it. Lock order is always jobs
+  -- before hosts (a scheduler's pass, which takes hosts first, never waits
+  -- for a row: skip locked), so no deadlock. Every job is found by its
+  -- primary key, as in read_reports.
+  perform 1
+     from (select distinct (e ->> 'job')::bigint as job from jsonb_array_elements(p_reports) e) r
+     cross join lateral (
+       select j.id, j.host_id, j.state from pgfleet.jobs j where j.id = r.job offset 0) j
+    where j.host_id = p_host and j.state in ('assigned', 'running')
+    order by j.id
+      for update of j;
+  with rx as (
+    select * from pgfleet.read_reports(p_host, p_reports)
   ),
   x as (  -- per live attempt: its ending report, the pid of its running report
     select rx.job as id, rx.att as attempt, (array_agg(rx.old))[1] as old, min(rx.s0) as s0,
@@ -312,19 +309,61 @@ begin
   select array_agg(rx.job order by rx.n), array_agg(rx.att order by rx.n), array_agg(rx.kind order by rx.n),
          array_agg(rx.live and (rx.end_n is null or rx.n <= rx.end_n) order by rx.n),
          exists (select 1 from freed), (select array_agg(s.id) from s)
-    into v_jobs, v_attempts, v_kinds, v_accepted, v_freed, v_changed
+    into job_ids, attempts, kinds, accepted, freed_resources, changed_jobs
     from rx;
+end $$;
+comment on function pgfleet.apply_reports(text, jsonb) is
+  'Step of pgfleet.report_jobs: applies any batch of reports from host p_host but running reports alone, in two statements (lock the attempts; one update of the jobs, one insert of events, one update of the host); answers each report''s job, attempt, kind and acceptance in order, whether resources were freed, and the jobs changed.';
+revoke execute on function pgfleet.apply_reports(text, jsonb) from public;
+
+-- p_wake: whether this call wakes sleeping schedulers when it frees resources.
+-- hostd passes false (docs/decisions/0004). The call then says
+-- in wake_schedulers (the same on every row) whether the caller must call
+-- pgfleet.wake_schedulers once the batch has committed: only when it freed
+-- resources while a scheduler sleeps. When none sleeps, the idle lock it took
+-- shared (pgfleet.schedulers_sleep) keeps any from falling asleep before this
+-- commits without looking at the freed room first, so no wake is needed, and
+-- a busy control plane spends no statement on one.
+create or replace function pgfleet.report_jobs(p_host text, p_generation bigint, p_reports jsonb,
+                                               p_wake boolean default true)
+returns table (job_id bigint, attempt integer, kind text, accepted boolean, wake_schedulers boolean)
+language plpgsql security definer set search_path = pgfleet, pg_temp
+-- Generic plans: every statement of the steps reaches jobs by primary key
+-- whatever the batch, and planning the batch statement anew (a custom plan)
+-- took 2.2 ms a call, longer than running it. No sequential scans: with a few
+-- thousand jobs in the table, the generic plan's guess of 50 reports made a
+-- hash join over all of jobs look cheaper than 50 primary-key lookups (2 ms
+-- a call, growing with the table until the estimate flips).
+set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+#variable_conflict use_column
+declare
+  v record;  -- what the step that applied the batch answers
+  v_wake boolean := false;
+begin
+  perform pgfleet.require_host(p_host);
+  if not exists (select 1 from pgfleet.hosts h where h.id = p_host and h.generation = p_generation) then
+    -- An older generation of the host: nothing it says applies.
+    return query select (e ->> 'job')::bigint, (e ->> 'attempt')::integer, e ->> 'kind', false, false
+                   from jsonb_array_elements(p_reports) with ordinality t(e, n) order by n;
+    return;
+  end if;
+  if jsonb_array_length(jsonb_path_query_array(p_reports, '$[*] ? (@.kind == "running")'))
+     = jsonb_array_length(p_reports) then
+    v := pgfleet.apply_running_reports(p_host, p_reports);
+  else
+    v := pgfleet.apply_reports(p_host, p_reports);
+  end if;
   -- Only jobs someone waits for; nobody waits most of the time, and asking
   -- costs less than the call (docs/benchmarks/2026-11-25-fewer-statements-per-job.md).
   if exists (select 1 from pgfleet.job_waiters) then
-    perform pgfleet.notify_waiters(v_changed);
+    perform pgfleet.notify_waiters(v.changed_jobs);
   end if;
-  if v_freed and p_wake then
+  if v.freed_resources and p_wake then
     perform pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
-  elsif v_freed then
+  elsif v.freed_resources then
     v_wake := pgfleet.schedulers_sleep();
   end if;
-  return query select u.*, v_wake from unnest(v_jobs, v_attempts, v_kinds, v_accepted) u;
+  return query select u.*, v_wake from unnest(v.job_ids, v.attempts, v.kinds, v.accepted) u;
 end $$;
 comment on function pgfleet.report_jobs(text, bigint, jsonb, boolean) is
   'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; without it (hostd), wake_schedulers says on every row whether resources were freed while a scheduler sleeps, and the caller then calls pgfleet.wake_schedulers after the commit.';

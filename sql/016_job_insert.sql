@@ -116,6 +116,61 @@ end $$;
 comment on function pgfleet.refuse_job_insert(text, bigint, text, text) is
   'Raises the error of an insert rule (owner, privileged, privilege, owned, spec, deleted) that job p_job breaks, with its message, SQLSTATE and column (used by jobs_after_insert).';
 
+-- The first insert rule job row n breaks when p_caller inserts it, as
+-- pgfleet.refuse_job_insert's rule and arguments ({rule, a, b}), or null.
+-- The checks of a statement of one row, in the order jobs_after_insert
+-- checks many, each in a PL/pgSQL expression and asked only when the one
+-- before holds. PL/pgSQL, called as an expression: no statement. (As a SQL
+-- function of one CASE, inlined into the trigger, it ran spec_problem and
+-- privilege_problem for every row whatever its guards, as pg_stat_statements
+-- showed: the planner evaluates immutable functions of the row's values.)
+create or replace function pgfleet.job_insert_refusal(n pgfleet.jobs, p_caller text)
+returns text[]
+language plpgsql stable as $$
+declare
+  v_rule text;
+  v_problem text[];
+begin
+  v_rule := pgfleet.submitter_rule_broken(n, p_caller);
+  if v_rule is not null then
+    return array[v_rule, p_caller, n.owner];
+  end if;
+  -- Privileged features (user root, network host, a rootfs path) only in
+  -- privileged jobs: hosts refuse them otherwise, so they are refused here.
+  if not n.privileged then
+    v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs, n.seccomp);
+    if v_problem is not null then
+      return array['privilege'] || v_problem;
+    end if;
+  end if;
+  v_rule := pgfleet.owned_column_set(n);
+  if v_rule is not null then
+    return array['owned', v_rule];
+  end if;
+  -- What hostd would refuse (env names, sizes) is refused here, so one job
+  -- can never make a host's dispatch batch fail.
+  if pgfleet.spec_may_break_rules(n) then
+    v_problem := pgfleet.spec_problem(n.command, n.env, n.constraints, n.rootfs, n.run_as);
+    if v_problem is not null then
+      return array['spec'] || v_problem;
+    end if;
+  end if;
+  -- The operator's ceilings (replicas a scheduler inserts were checked as
+  -- their formation's template).
+  if n.pids_max > 1024 or n.stop_grace_seconds > 10 or n.disk > 0
+     or n.log_max_files is not null or n.log_max_file_mb is not null then
+    v_problem := pgfleet.limit_problem(n.owner, n.pids_max, n.stop_grace_seconds, n.disk,
+                                       n.log_max_files, n.log_max_file_mb);
+    if v_problem is not null and not pgfleet.has_role(p_caller, 'pgfleet_scheduler') then
+      return array['spec'] || v_problem;
+    end if;
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.job_insert_refusal(pgfleet.jobs, text) is
+  'The first insert rule job row n breaks when p_caller inserts it (who may insert what, privileged features, columns pgfleet owns, hostd''s spec rules, the job ceilings), as {rule, a, b} for pgfleet.refuse_job_insert; null when none. Used by jobs_after_insert for a statement of one row.';
+revoke execute on function pgfleet.job_insert_refusal(pgfleet.jobs, text) from public;
+
 -- After each INSERT statement: check the rows (who may insert what, the
 -- columns pgfleet owns, hostd's spec rules, no deleted formation), create
 -- unknown formations (as batch formations), record a 'created' event per
@@ -123,9 +178,11 @@ comment on function pgfleet.refuse_job_insert(text, bigint, text, text) is
 -- statement (pgfleet.wake_schedulers: a NOTIFY only when some scheduler
 -- sleeps, never once per row: NOTIFY serializes commits).
 -- A statement of one row (a submitter's INSERT, the common case) is checked
--- in PL/pgSQL expressions on that row: three statements in all (the row, its
--- formation, its event; docs/decisions/0011). Many rows are checked a
--- statement per rule, set-based. Both use the same rules, in the same order.
+-- in one expression on that row (pgfleet.job_insert_refusal): three
+-- statements in all (the row, its formation, its event; docs/decisions/0011). Many
+-- rows are checked a statement per rule, set-based. Both use the same rules,
+-- in the same order. The steps of many rows stay in this function: only the
+-- trigger's own statements can read its transition table (new_jobs).
 -- jobs.formation's foreign key is deferred so this statement trigger runs first.
 create or replace function pgfleet.jobs_after_insert() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
@@ -135,7 +192,6 @@ declare
   v_rows integer := 0;
   v_bad record;
   v_problem text[];
-  v_column text;
   v_formation integer;
   v_deleted_at timestamptz;
   v_deleted_job bigint;
@@ -152,37 +208,9 @@ begin
     return null;
   end if;
   if v_rows = 1 then
-    v_column := pgfleet.submitter_rule_broken(n, v_caller);
-    if v_column is not null then
-      perform pgfleet.refuse_job_insert(v_column, n.id, v_caller, n.owner);
-    end if;
-    -- Privileged features (user root, network host, a rootfs path) only in
-    -- privileged jobs: hosts refuse them otherwise, so they are refused here.
-    if not n.privileged then
-      v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs, n.seccomp);
-      if v_problem is not null then
-        perform pgfleet.refuse_job_insert('privilege', n.id, v_problem[1], v_problem[2]);
-      end if;
-    end if;
-    v_column := pgfleet.owned_column_set(n);
-    if v_column is not null then
-      perform pgfleet.refuse_job_insert('owned', n.id, v_column);
-    end if;
-    -- What hostd would refuse (env names, sizes) is refused here, so one job
-    -- can never make a host's dispatch batch fail.
-    if pgfleet.spec_may_break_rules(n) then
-      v_problem := pgfleet.spec_problem(n.command, n.env, n.constraints, n.rootfs, n.run_as);
-      if v_problem is not null then
-        perform pgfleet.refuse_job_insert('spec', n.id, v_problem[1], v_problem[2]);
-      end if;
-    end if;
-    if n.pids_max > 1024 or n.stop_grace_seconds > 10 or n.disk > 0
-       or n.log_max_files is not null or n.log_max_file_mb is not null then
-      v_problem := pgfleet.limit_problem(n.owner, n.pids_max, n.stop_grace_seconds, n.disk,
-                                         n.log_max_files, n.log_max_file_mb);
-      if v_problem is not null and not pgfleet.has_role(v_caller, 'pgfleet_scheduler') then
-        perform pgfleet.refuse_job_insert('spec', n.id, v_problem[1], v_problem[2]);
-      end if;
+    v_problem := pgfleet.job_insert_refusal(n, v_caller);
+    if v_problem is not null then
+      perform pgfleet.refuse_job_insert(v_problem[1], n.id, v_problem[2], v_problem[3]);
     end if;
     select f.id, f.deleted_at into v_formation, v_deleted_at from pgfleet.formations f where f.name = n.formation;
     if v_deleted_at is not null then

@@ -6,22 +6,10 @@
 -- check the caller first (cancel, scale, set_host_state, drain; and for
 -- hosts register_host, heartbeat, report_jobs, host_jobs: pgfleet.require_host).
 
--- Defaults that depend on who inserts. Inserts run as the caller (no
--- SECURITY DEFINER function inserts jobs), so current_user is the caller
--- here; and built-in calls, not SQL functions, because a default is
--- evaluated once per row (docs/decisions/0005). The schema's owner is made a
--- member of pgfleet_privileged below so that these agree with
--- pgfleet.caller_privileged().
-alter table pgfleet.jobs
-  alter column owner set default current_user,
-  alter column privileged set default pg_has_role('pgfleet_privileged', 'member'),
-  alter column network set default
-    case when pg_has_role('pgfleet_privileged', 'member') then 'host' else 'none' end;
-alter table pgfleet.formations
-  alter column owner set default current_user,
-  alter column privileged set default pg_has_role('pgfleet_privileged', 'member'),
-  alter column network set default
-    case when pg_has_role('pgfleet_privileged', 'member') then 'host' else 'none' end;
+-- The privileged and network defaults of jobs and formations (migration
+-- 0027) ask whether the inserting role is a member of pgfleet_privileged:
+-- the schema's owner is made one, so that they agree with
+-- pgfleet.caller_privileged() for it too.
 do $$
 begin
   if not pg_has_role(current_user, 'pgfleet_privileged', 'member') then

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/db/queries.sql.h"
 #include "core/db/statements.h"
 #include "core/util/text.h"
 
@@ -93,18 +94,11 @@ pqxx::connection* ReconnectingConnection::Get() {
   if (now < next_try_) return nullptr;
   try {
     conn_ = Connect(DaemonDsn(dsn_));
-    // No JIT for the daemons' short, frequent statements (docs/decisions/0002).
-    // None should run for a minute: one that does (waiting on a lock a
-    // forgotten psql session holds) fails and is retried, rather than
-    // stalling the daemon for good. A DSN's own statement_timeout stands.
-    // (Through a transaction pooler the pooler sets these for every server
-    // connection instead, docs/operations.md.)
-    if (!UnnamedStatements()) {
-      pqxx::nontransaction(*conn_).exec(
-          "set jit = off;"
-          " select set_config('statement_timeout', '60s', false)"
-          "  where current_setting('statement_timeout') = '0'");
-    }
+    // No JIT and a statement_timeout (kSessionDefaults says why). Through a
+    // transaction pooler a session setting would stay on whichever server
+    // connection ran it: the pooler sets these for every server connection
+    // instead (docs/operations.md).
+    if (!UnnamedStatements()) pqxx::nontransaction(*conn_).exec(kSessionDefaults.sql);
     if (on_connect_) on_connect_(*conn_);
     if (down_logged_) spdlog::warn("{}: database connection restored", who_);
     down_logged_ = false;

@@ -3,11 +3,18 @@
 // (schedulerd/store, schedulerd/store_maintenance, hostd/agent/store,
 // cli/queries) talks to the database.
 //
-// A store declares its statements as constants:
+// A store's statements are written in a .sql file beside it, one block each:
 //
-//   inline constexpr db::Statement kClaimPending{"claim_pending", "select ... $1 ..."};
+//   -- name: schedulerd_claim_pending
+//   -- what it returns, what must hold
+//   select ... $1 ...;
 //
-// lists them once, and calls PrepareAll(conn, list) on every new connection
+// and the build makes them constants in a header (cmake/embed_queries.cmake):
+//
+//   inline constexpr db::Statement kClaimPending{"schedulerd_claim_pending", "select ... $1 ..."};
+//
+// The store includes that header ("schedulerd/store.sql.h"), lists the
+// constants once, and calls PrepareAll(conn, list) on every new connection
 // (ReconnectingConnection::SetOnConnect does that). Calls then go through
 // Exec(tx, kClaimPending, args...), which runs the prepared statement by name.
 // A statement's text is a constant, never assembled from strings at run time.

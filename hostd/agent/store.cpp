@@ -4,42 +4,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/db/statements.h"
+#include "hostd/agent/store.sql.h"
 
 namespace pgfleet::hostd::store {
 namespace {
 
 using nlohmann::json;
-
-constexpr db::Statement kRegisterHost{
-    "hostd_register_host",
-    "select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation"};
-
-constexpr db::Statement kSetHostKey{"hostd_set_host_key", "select pgfleet.set_host_key($1, $2)"};
-
-constexpr db::Statement kHostTtl{
-    "hostd_host_ttl", "select extract(epoch from pgfleet.host_ttl())::float8 as seconds"};
-
-// The host state is compared here, in SQL, where host states are defined.
-constexpr db::Statement kHeartbeat{"hostd_heartbeat",
-                                   "select state, state = 'lost' as lost, generation,"
-                                   "       live_digest, stops"
-                                   "  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb)"};
-
-// Without the function's own wake: hostd wakes the schedulers after the
-// commit (WakeSchedulers), when the batch says one sleeps, so that its report
-// commits hold no NOTIFY lock.
-constexpr db::Statement kReportJobs{"hostd_report_jobs",
-                                    "select job_id, attempt, kind, accepted, wake_schedulers"
-                                    "  from pgfleet.report_jobs($1, $2, $3::jsonb, false)"};
-
-constexpr db::Statement kWakeSchedulers{
-    "hostd_wake_schedulers", "select pgfleet.wake_schedulers(array[pgfleet.all_formations()])"};
-
-constexpr db::Statement kHostJobs{
-    "hostd_host_jobs",
-    "select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,"
-    "       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid"
-    "  from pgfleet.host_jobs($1) j"};
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 #pragma once
-// hostd's statements: every SQL statement hostd runs, named and prepared
-// once per connection (Prepare, from ReconnectingConnection::SetOnConnect),
+// hostd's statements: every SQL statement hostd runs (store.sql), named and
+// prepared once per connection (Prepare, from ReconnectingConnection::SetOnConnect),
 // each behind a typed function that reads its result columns by name. The
 // SQL functions called here (pgfleet.register_host, heartbeat, host_ttl,
 // report_jobs, host_jobs, job_spec) are defined in sql/; their parameters and

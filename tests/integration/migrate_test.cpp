@@ -245,6 +245,37 @@ TEST(Migrate, TheSchemasNewOwnerIsAnAdminOnceMigrateRunsAgain) {
   db.Scalar("alter schema pgfleet owner to current_user");
 }
 
+// A database of an earlier version, once migrated, has the schema a new one
+// gets: what a migration does to an existing schema (0027 took what was
+// history out of sql/) leaves it as sql/ over the migrations leaves a new one.
+TEST(Migrate, AnUpgradedDatabaseEndsLikeANewOne) {
+  TestDatabase fresh;
+  const std::string want = SchemaFingerprint(fresh);
+  for (const std::string first_left : {"0005", "0012", "0016", "0019", "0024", "0027"}) {
+    TestDatabase db(false);
+    auto conn = db.Connect();
+    {
+      pqxx::work tx(*conn);
+      MigrateUpTo(tx, first_left);
+      if (first_left == "0027") {
+        // As sql/ before it had left an older version's: assign_jobs with its
+        // old result columns, which sql/ cannot replace, and an old overload.
+        tx.exec0("drop function pgfleet.assign_jobs(jsonb)");
+        tx.exec0(
+            "create function pgfleet.assign_jobs(p_plan jsonb)"
+            " returns table (job_id bigint, attempt integer, host_id text)"
+            " language sql as $$select 1::bigint, 1, 'h'::text$$");
+        tx.exec0(
+            "create function pgfleet.heartbeat(p_host text, p_generation bigint,"
+            " p_running integer) returns text language sql as $$select 'up'$$");
+      }
+      tx.commit();
+    }
+    db::Migrate(*conn);
+    EXPECT_EQ(SchemaFingerprint(db), want) << "a database before " << first_left;
+  }
+}
+
 TEST(Migrate, TwoConcurrentRunsBothSucceed) { MigrateConcurrently(2); }
 
 TEST(Migrate, FourConcurrentRunsAllSucceed) { MigrateConcurrently(4); }

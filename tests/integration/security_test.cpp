@@ -314,6 +314,25 @@ TEST_F(SecurityTest, AHostActsOnlyForTheHostItsLoginIsBoundTo) {
   EXPECT_EQ(0, host1_->Num("select count(*) from pgfleet.host_jobs('h1')"));
 }
 
+// The steps report_jobs and the insert trigger run in (as the schema's owner,
+// having checked the caller) are no front door: no role may call one itself.
+TEST_F(SecurityTest, TheStepsOfReportsAndInsertsAreNotCallableByAnyRole) {
+  std::string before = Everything();
+  for (const std::string sql : {
+           "select pgfleet.apply_reports('h1', '[]')",
+           "select pgfleet.apply_running_reports('h1', '[]')",
+           "select * from pgfleet.read_reports('h1', '[]')",
+           "select pgfleet.job_insert_refusal(null::pgfleet.jobs, 'x')",
+       }) {
+    for (Sql* role : {host1_.get(), alice_.get(), olga_.get(), rita_.get()}) {
+      std::string err = role->ErrorOf(sql);
+      EXPECT_NE(std::string::npos, err.find("permission denied for function"))
+          << sql << ": " << err;
+    }
+  }
+  EXPECT_EQ(before, Everything());
+}
+
 TEST_F(SecurityTest, SetRoleIsCheckedLikeALogin) {
   // Inside one session of the schema's owner, SET ROLE makes the caller the role set.
   auto conn = db_.Connect();

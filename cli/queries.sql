@@ -1,0 +1,144 @@
+-- The CLI's statements (queries.cpp), prepared by PrepareQueries on its
+-- connection. Each block is a db::Statement constant k<Name>
+-- (cmake/embed_queries.cmake).
+
+-- name: cli_submit
+select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::integer,
+                      memory => $4::integer, env => $5::jsonb, constraints => $6::jsonb,
+                      priority => $7::integer, max_attempts => $8::integer,
+                      idempotency_key => $9::text, rootfs => $10::text, run_as => $11::text,
+                      network => $12::text, pids_max => $13::integer,
+                      cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,
+                      disk => $16::integer, seccomp => $17::text)
+       as id;
+
+-- name: cli_job_progress
+select j.state, j.attempt, coalesce(j.host_id, '') as host_id,
+       coalesce(h.api_url, '') as api_url, j.exit_code, j.signal, j.output_tail, j.error
+  from pgfleet.visible_jobs j left join pgfleet.hosts h on h.id = j.host_id
+ where j.id = $1;
+
+-- name: cli_watch_jobs
+select pgfleet.watch_jobs($1::bigint[]);
+
+-- name: cli_unwatch_jobs
+select pgfleet.unwatch_jobs();
+
+-- name: cli_waited_jobs
+select j.id, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.exit_code,
+       j.signal, j.error,
+       greatest(extract(epoch from j.not_before - now()), 0)::double precision as retry_in
+  from pgfleet.visible_jobs j where j.id = any($1::bigint[]) order by j.id;
+
+-- name: cli_log_ticket
+select ticket from pgfleet.log_ticket($1, $2);
+
+-- name: cli_host_ticket
+select host_id, coalesce(api_url, '') as api_url, attempt, ticket
+  from pgfleet.host_ticket($1, $2, nullif($3, 0));
+
+-- name: cli_attempt_host
+select e.host_id, coalesce(h.api_url, '') as api_url
+  from pgfleet.job_events e left join pgfleet.hosts h on h.id = e.host_id
+ where e.job_id = $1 and e.attempt = $2 and e.kind = 'assigned' and e.host_id is not null
+ order by e.id limit 1;
+
+-- name: cli_list_jobs
+select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.cpu,
+       j.memory, to_char(j.created_at, 'YYYY-MM-DD HH24:MI:SS') as created,
+       array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,
+       coalesce(to_char(j.cpu_used, 'FM9999990.00'), '') as cpu_used,
+       coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
+       to_jsonb(j)::text as doc
+  from pgfleet.visible_jobs j
+ where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))
+   and ($2::text = '' or j.formation = $2::text)
+   and ($4::text = '' or j.state = $4::text)
+   and ($5::double precision = 0
+        or j.created_at > now() - make_interval(secs => $5::double precision))
+   and ($6::text = '' or j.host_id = $6::text)
+ order by j.id desc limit $3;
+
+-- name: cli_job_document
+select to_jsonb(j)::text as doc from pgfleet.visible_jobs j where j.id = $1;
+
+-- name: cli_job_events
+select coalesce(json_agg(e order by e.id), '[]')::text as doc
+  from pgfleet.job_events e where e.job_id = $1;
+
+-- name: cli_cancel
+select pgfleet.cancel($1) as result;
+
+-- name: cli_force_stop
+select pgfleet.force_stop($1) as result;
+
+-- name: cli_list_events
+select * from (
+  select e.id, to_char(e.at, 'YYYY-MM-DD HH24:MI:SS.MS') as at, e.job_id, e.attempt, e.kind,
+         coalesce(e.host_id, '') as host_id, coalesce(e.detail, '') as detail,
+         to_jsonb(e)::text as doc
+    from pgfleet.job_events e
+   where ($1::bigint = 0 or e.job_id = $1::bigint) and e.id > $2
+   order by e.id desc limit $3) x
+ order by x.id;
+
+-- name: cli_list_hosts
+select h.id,
+       case when h.state = 'up' and not h.alive then 'up (heartbeat late)' else h.state end
+         || case when coalesce(h.suspended, false) then ' (suspended)' else '' end
+         || coalesce(' (' || split_part(h.condition, ':', 1) || ')', '')
+         || case when h.admitted then '' else ' (not admitted)' end
+         || coalesce(' (declares ' || h.beyond_allowance || ' beyond its allowance)', '')
+         as shown_state,
+       coalesce(h.condition, '') as condition,
+       coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,
+       h.cpu_free || '/' || h.cpu || 'm' as cpu,
+       h.memory_free || '/' || h.memory || 'Mi' as memory, h.running_jobs,
+       coalesce(to_char(h.cpu_used, 'FM9999990.00'), '') as cpu_used,
+       coalesce(round(h.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
+       h.labels::text as labels, h.driver, coalesce(h.driver_note, '') as driver_note,
+       h.api_url, to_jsonb(h)::text as doc
+  from pgfleet.host_status h order by h.id;
+
+-- name: cli_drain
+select pgfleet.drain($1, make_interval(secs => $2::float8));
+
+-- name: cli_set_host_state
+select pgfleet.set_host_state($1, $2);
+
+-- name: cli_cluster_summary
+select to_jsonb(c)::text as doc from pgfleet.cluster_summary c;
+
+-- name: cli_formation_statuses
+select to_jsonb(f)::text as doc from pgfleet.formation_status f order by f.name;
+
+-- name: cli_scale
+select pgfleet.scale($1, $2);
+
+-- name: cli_create_formation
+insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
+                                constraints, priority, rootfs, run_as, network, pids_max,
+                                cpu_hard_limit, stop_grace_seconds, disk, seccomp)
+ values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
+         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17)
+ -- A deleted formation of that name (kept for its jobs' history) comes back.
+ on conflict (name) do update set
+   kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,
+   env = excluded.env, cpu = excluded.cpu, memory = excluded.memory,
+   constraints = excluded.constraints, priority = excluded.priority,
+   rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,
+   pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
+   stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
+   seccomp = excluded.seccomp,
+   deleted_at = null, updated_at = now()
+   where pgfleet.formations.deleted_at is not null
+ returning id;
+
+-- name: cli_delete_formation
+select pgfleet.delete_formation($1) as result;
+
+-- name: cli_remove_host
+select pgfleet.remove_host($1);
+
+-- name: cli_admit_host
+select pgfleet.admit_host($1, $2::integer, $3::integer, $4::jsonb);

@@ -1,0 +1,34 @@
+-- hostd's statements (store.cpp): register, heartbeat, report batches and
+-- the jobs a host holds, prepared on every connection by store::Prepare (or
+-- sent unnamed behind a pooler, db::UseUnnamedStatements). Each block is a
+-- db::Statement constant k<Name> (cmake/embed_queries.cmake).
+
+-- name: hostd_register_host
+select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation;
+
+-- name: hostd_set_host_key
+select pgfleet.set_host_key($1, $2);
+
+-- name: hostd_host_ttl
+select extract(epoch from pgfleet.host_ttl())::float8 as seconds;
+
+-- name: hostd_heartbeat
+-- The host state is compared here, in SQL, where host states are defined.
+select state, state = 'lost' as lost, generation,
+       live_digest, stops
+  from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb);
+
+-- name: hostd_report_jobs
+-- Without the function's own wake: hostd wakes the schedulers after the
+-- commit (WakeSchedulers), when the batch says one sleeps, so that its report
+-- commits hold no NOTIFY lock.
+select job_id, attempt, kind, accepted, wake_schedulers
+  from pgfleet.report_jobs($1, $2, $3::jsonb, false);
+
+-- name: hostd_wake_schedulers
+select pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
+
+-- name: hostd_host_jobs
+select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,
+       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid
+  from pgfleet.host_jobs($1) j;
