@@ -49,6 +49,9 @@ bool Credentials(const LogAccess& access, httplib::Headers* headers, std::string
 
 // One answer of GET .../logs, copied to stdout as it arrives.
 struct LogAnswer {
+  LogAnswer(LogStream* o, uint64_t* n, std::chrono::steady_clock::time_point* last)
+      : out(o), next(n), last_answer(last) {}
+
   LogStream* out;
   uint64_t* next;  // position in the whole output after the last byte copied
   std::chrono::steady_clock::time_point* last_answer;
@@ -104,7 +107,7 @@ LogStream StreamHostLogs(const std::string& api_url, const LogAccess& access, in
   auto last_answer = std::chrono::steady_clock::now();
   uint64_t next = 0;
   while (true) {
-    LogAnswer answer{&out, &next, &last_answer};
+    LogAnswer answer(&out, &next, &last_answer);
     try {
       httplib::Headers headers;
       std::string token;

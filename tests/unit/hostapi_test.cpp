@@ -50,7 +50,9 @@ TEST(HostApi, BodiesAreSplitAtTheLimitAndAJobLargerThanItGoesAlone) {
     auto jobs = DecodeDispatch(bodies[b]);
     ASSERT_FALSE(jobs.empty());
     EXPECT_EQ(jobs.front().job, out[first[b]].job);
-    if (jobs.size() > 1) EXPECT_LE(bodies[b].size(), 200u) << b;
+    if (jobs.size() > 1) {
+      EXPECT_LE(bodies[b].size(), 200u) << b;
+    }
     decoded += jobs.size();
   }
   EXPECT_EQ(decoded, out.size());
