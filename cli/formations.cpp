@@ -20,7 +20,7 @@ struct FormationFlags {
 // The subcommands, with their usage lines (also `pgfleet formation --help`).
 const char* kFormationUsage =
     "usage: pgfleet formation SUBCOMMAND\n"
-    "  create NAME [--kind K] [--replicas N] [job options] -- CMD ARG...\n"
+    "  create NAME [--kind K] [--replicas N] [--spread KEY] [job options] -- CMD ARG...\n"
     "                 a service keeps N replicas of CMD running; a batch formation groups jobs\n"
     "  scale NAME N   a service's replicas\n"
     "  delete NAME    stop its jobs and delete it (their history stays)\n"
@@ -31,7 +31,10 @@ const char* kFormationUsage =
 void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* flags) {
   if (sub == "create") {
     cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
-        "replicas", po::value(&flags->f.replicas), "service: copies to keep running");
+        "replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
+        "spread", po::value(&flags->f.spread),
+        "spread its jobs: host (one per host first) or a host label key, e.g. zone "
+        "(evenly over its values); default: packed onto the fewest hosts");
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
     AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);

@@ -223,7 +223,8 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
       db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
-               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp);
+               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
+               db::NullIfEmpty(f.spread));
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

@@ -179,6 +179,7 @@ struct NewFormation {
   std::string name;
   std::string kind = "batch";  // or "service"
   int replicas = 0;
+  std::string spread;  // formations.spread: "" packs; "host" or a host label key
   // The replicas' template: every field of a job that says how it runs
   // (pgfleet.template_columns()); command empty = none, stored as null.
   model::JobSpec job;

@@ -118,9 +118,9 @@ select pgfleet.scale($1, $2);
 -- name: cli_create_formation
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
-                                cpu_hard_limit, stop_grace_seconds, disk, seccomp)
+                                cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
-         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17)
+         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18)
  -- A deleted formation of that name (kept for its jobs' history) comes back.
  on conflict (name) do update set
    kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,
@@ -129,7 +129,7 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
-   seccomp = excluded.seccomp,
+   seccomp = excluded.seccomp, spread = excluded.spread,
    deleted_at = null, updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;

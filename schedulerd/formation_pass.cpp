@@ -17,9 +17,10 @@ namespace pgfleet::schedulerd {
 placement::Plan FormationPass::PlanOnHeldHosts(
     PassStore& store, const std::vector<placement::JobRequest>& todo,
     const std::map<int64_t, const placement::JobRequest*>& requests,
-    std::vector<placement::HostView> hosts, std::set<std::string>* held) {
+    std::vector<placement::HostView> hosts, const placement::HostCounts& spread,
+    std::set<std::string>* held) {
   for (int round = 0;; ++round) {
-    placement::Plan plan = placement::PlanPlacements(todo, hosts);
+    placement::Plan plan = placement::PlanPlacements(todo, hosts, spread);
     std::set<std::string> want;
     for (const auto& p : plan.placements) {
       if (!held->count(p.host_id)) want.insert(p.host_id);
@@ -80,7 +81,7 @@ placement::Plan FormationPass::PlanOnHeldHosts(
 
 FormationPass::Placed FormationPass::Place(
     PassStore& store, const std::vector<store::PendingJob>& claimed,
-    std::optional<std::vector<store::SnapshotHost>>* pass_hosts) {
+    std::optional<std::vector<store::SnapshotHost>>* pass_hosts, placement::HostCounts spread) {
   Placed out;
   std::vector<placement::JobRequest> todo;
   for (const auto& p : claimed) todo.push_back(p.request);
@@ -109,13 +110,14 @@ FormationPass::Placed FormationPass::Place(
     // refuses a host that filled up: one round trip less on their way to
     // running. Many, or any left out by a first try, lock their hosts first.
     auto plan = round == 0 && todo.size() <= static_cast<size_t>(model::kPlanWithoutLocksUpTo)
-                    ? placement::PlanPlacements(todo, std::move(hosts))
-                    : PlanOnHeldHosts(store, todo, requests, std::move(hosts), &held);
+                    ? placement::PlanPlacements(todo, std::move(hosts), spread)
+                    : PlanOnHeldHosts(store, todo, requests, std::move(hosts), spread, &held);
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;
     for (auto& a : store.AssignJobs(plan.placements)) {
       done.insert(a.job_id);
+      ++spread[a.host_id];
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
       // The host's target as the snapshot has it (no jobs yet), then this job.
@@ -196,7 +198,12 @@ FormationPassResult FormationPass::Work(
     store.Commit();
     return {true, false};
   }
-  Placed placed = Place(store, claimed, pass_hosts);
+  placement::HostCounts spread;
+  if (!shape->spread.empty()) {
+    for (auto& p : claimed) p.request.spread = shape->spread;
+    spread = store.FormationHostCounts(formation.name);
+  }
+  Placed placed = Place(store, claimed, pass_hosts, std::move(spread));
   store.Commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {

@@ -71,16 +71,20 @@ class FormationPass {
   // planned elsewhere wait for the next pass. Two schedulers with the same
   // snapshot then place on different hosts (docs/decisions/0013).
   // requests: every job of todo by id.
+  // spread: where the formation's jobs are, for a spread formation.
   placement::Plan PlanOnHeldHosts(PassStore& store,
                                   const std::vector<placement::JobRequest>& todo,
                                   const std::map<int64_t, const placement::JobRequest*>& requests,
                                   std::vector<placement::HostView> hosts,
+                                  const placement::HostCounts& spread,
                                   std::set<std::string>* held);
   // Rounds of: plan on held hosts (PlanOnHeldHosts), assign (which can still
   // leave out a job another transaction holds or cancelled); jobs left out
   // are planned again against fresh state.
+  // spread: as for PlanOnHeldHosts; charged with each assignment.
   Placed Place(PassStore& store, const std::vector<store::PendingJob>& claimed,
-               std::optional<std::vector<store::SnapshotHost>>* pass_hosts);
+               std::optional<std::vector<store::SnapshotHost>>* pass_hosts,
+               placement::HostCounts spread);
 
   // Why the claimed jobs left waiting wait (jobs.error, for `pgfleet ps`),
   // written after the pass commits: inside it, it kept the hosts' rows that

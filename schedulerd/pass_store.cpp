@@ -35,6 +35,10 @@ void PgPassStore::StopJobs(const std::vector<int64_t>& job_ids, const std::strin
   store::StopJobs(Tx(), job_ids, reason);
 }
 
+placement::HostCounts PgPassStore::FormationHostCounts(const std::string& formation) {
+  return store::FormationHostCounts(Tx(), formation);
+}
+
 std::vector<store::PendingJob> PgPassStore::ReadPending(const std::string& formation, int limit) {
   return store::ReadPending(Tx(), formation, limit);
 }

@@ -38,6 +38,8 @@ class PassStore {
   virtual std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) = 0;
   virtual int CreateReplicas(int formation_id, int count) = 0;
   virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
+  // store::FormationHostCounts: where a spread formation's jobs are.
+  virtual placement::HostCounts FormationHostCounts(const std::string& formation) = 0;
   // store::ReadPending, LoadHostSnapshot, LockHosts, AssignJobs.
   virtual std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) = 0;
   virtual std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) = 0;
@@ -63,6 +65,7 @@ class PgPassStore : public PassStore {
   std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) override;
   int CreateReplicas(int formation_id, int count) override;
   void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
+  placement::HostCounts FormationHostCounts(const std::string& formation) override;
   std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) override;
   std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) override;
   std::map<std::string, store::LockedHost> LockHosts(const std::vector<std::string>& ids) override;

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/placement/reconcile.h"
 
@@ -11,6 +14,27 @@ namespace {
 
 // Most replicas one formation pass creates.
 constexpr int kMaxReplicasPerPass = 500;
+
+// Stops `to_stop`, each with the reason that names what happened: a replica
+// moved off a draining or offline host names that host; any other is a
+// scale-down. One stop_jobs call per distinct reason.
+void StopWithReasons(PassStore& store, const store::Formation& formation, int replicas,
+                     const std::vector<placement::ReplicaView>& live,
+                     const std::vector<int64_t>& to_stop) {
+  std::map<int64_t, const placement::ReplicaView*> by_id;
+  for (const auto& r : live) by_id[r.id] = &r;
+  std::map<std::string, std::vector<int64_t>> by_reason;
+  for (int64_t id : to_stop) {
+    auto it = by_id.find(id);
+    std::string reason = "service " + formation.name + " scaled to " + std::to_string(replicas) +
+                         (replicas == 1 ? " replica" : " replicas");
+    if (it != by_id.end() && it->second->on_leaving_host) {
+      reason = "moved off " + it->second->host_state + " host " + it->second->host_id;
+    }
+    by_reason[reason].push_back(id);
+  }
+  for (const auto& [reason, ids] : by_reason) store.StopJobs(ids, reason);
+}
 
 }  // namespace
 
@@ -23,17 +47,7 @@ void ReconcileReplicas(PassStore& store, const store::Formation& formation, int 
   // pass creates the rest.
   result.to_create = std::min(result.to_create, kMaxReplicasPerPass);
   if (result.to_create > 0) store.CreateReplicas(formation.id, result.to_create);
-  if (!result.to_stop.empty()) {
-    // Stopping what remains wanted after the creations is a scale-down;
-    // anything else replaces replicas on a leaving host.
-    bool scaled_down = static_cast<int>(live.size()) - static_cast<int>(result.to_stop.size()) +
-                           result.to_create >=
-                       replicas;
-    std::string reason = scaled_down ? "service " + formation.name + " scaled to " +
-                                           std::to_string(replicas) + " replicas"
-                                     : "moved off a draining host";
-    store.StopJobs(result.to_stop, reason);
-  }
+  if (!result.to_stop.empty()) StopWithReasons(store, formation, replicas, live, result.to_stop);
   if (result.to_create > 0 || !result.to_stop.empty()) {
     metrics.Add("pgfleet_scheduler_replicas_created_total", result.to_create);
     metrics.Add("pgfleet_scheduler_replicas_stopped_total",

@@ -55,7 +55,7 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot,
                         &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
-                        &kLiveReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward,
+                        &kLiveReplicas, &kFormationHostCounts, &kCreateReplicas, &kStopJobs, &kStopsToForward,
                         &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
 }
@@ -76,7 +76,8 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   out.exists = true;
   if (!rows[0]["locked"].as<bool>()) return out;
   out.shape = FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>(),
-                             rows[0]["name"].as<std::string>()};
+                             rows[0]["name"].as<std::string>(),
+                             rows[0]["spread"].as<std::string>()};
   return out;
 }
 
@@ -182,6 +183,14 @@ void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::
   db::Exec(tx, kSetPendingReasons, r.dump());
 }
 
+placement::HostCounts FormationHostCounts(pqxx::transaction_base& tx, const std::string& formation) {
+  placement::HostCounts out;
+  for (const auto& r : db::Exec(tx, kFormationHostCounts, formation)) {
+    out[r["host_id"].as<std::string>()] = r["jobs"].as<int>();
+  }
+  return out;
+}
+
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
                                                  const std::string& formation) {
   auto rows = db::Exec(tx, kLiveReplicas, formation);
@@ -194,7 +203,8 @@ std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
       throw std::runtime_error("job " + r["id"].as<std::string>() + " has state \"" + name +
                                "\", which is not a live replica state");
     }
-    out.push_back({r["id"].as<int64_t>(), *state, r["on_leaving_host"].as<bool>()});
+    out.push_back({r["id"].as<int64_t>(), *state, r["on_leaving_host"].as<bool>(),
+                   r["host_id"].as<std::string>(), r["host_state"].as<std::string>()});
   }
   return out;
 }

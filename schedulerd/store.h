@@ -70,6 +70,7 @@ struct FormationShape {
   bool is_service = false;
   int replicas = 0;
   std::string name;
+  std::string spread;  // formations.spread ("": pack)
 };
 struct FormationLock {
   bool exists = false;                  // the formation's row was found
@@ -134,6 +135,10 @@ struct Assignment {
 // placements that held (a host that filled up meanwhile takes none).
 std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
                                    const std::vector<placement::Placement>& plan);
+
+// Where the formation's assigned and running jobs are (host id -> count):
+// where its spread starts from.
+placement::HostCounts FormationHostCounts(pqxx::transaction_base& tx, const std::string& formation);
 
 // Records why each job is still pending (job id -> reason).
 void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::string>& reasons);

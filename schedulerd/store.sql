@@ -31,7 +31,8 @@ select f.id from pgfleet.formations f
 -- Its shape read in the same statement, before the lock, is what it would
 -- be after it: schedulers never change a formation's kind or replicas.
 select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,
-       f.replicas, f.name from pgfleet.formations f where f.id = $1;
+       f.replicas, f.name, coalesce(f.spread, '') as spread
+  from pgfleet.formations f where f.id = $1;
 
 -- name: schedulerd_read_pending
 -- What placement needs, without a lock and without the spec: a full fleet
@@ -92,11 +93,21 @@ select pgfleet.set_pending_reasons($1::jsonb);
 -- name: schedulerd_live_replicas
 select j.id, j.state,
        coalesce(j.state in ('assigned', 'running') and h.state in ('draining', 'offline'),
-                false) as on_leaving_host
+                false) as on_leaving_host,
+       coalesce(h.id, '') as host_id, coalesce(h.state, '') as host_state
   from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id
  where j.formation = $1 and j.state in ('pending', 'assigned', 'running')
    and j.desired_state = 'run'
  for update of j;
+
+-- name: schedulerd_formation_host_counts
+-- Where a formation's assigned and running jobs are, for its spread: host
+-- id -> how many (jobs_formation_state_idx).
+select j.host_id, count(*)::integer as jobs
+  from pgfleet.jobs j
+ where j.formation = $1 and j.state in ('assigned', 'running') and j.desired_state = 'run'
+   and j.host_id is not null
+ group by j.host_id;
 
 -- name: schedulerd_create_replicas
 select pgfleet.create_replicas($1, $2) as created;

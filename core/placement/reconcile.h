@@ -19,6 +19,8 @@ struct ReplicaView {
   int64_t id = 0;
   model::ReplicaState state = model::ReplicaState::kPending;
   bool on_leaving_host = false;  // its host is draining or offline
+  std::string host_id;           // "" while pending
+  std::string host_state;        // its host's state ("" while pending)
 };
 
 struct ReconcileResult {

@@ -45,7 +45,7 @@ class FakeFleet : public PassStore {
   bool exists = true, lock_busy = false;
   std::set<int64_t> jobs_held_elsewhere;
   // What the pass did.
-  int snapshots = 0, host_locks = 0, commits = 0;
+  int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0;
   std::vector<std::map<int64_t, std::string>> reason_writes;
   bool fail_reasons = false;
 
@@ -92,6 +92,13 @@ class FakeFleet : public PassStore {
   std::vector<placement::ReplicaView> LiveReplicas(const std::string&) override {
     InTx();
     return s.replicas;
+  }
+  placement::HostCounts FormationHostCounts(const std::string&) override {
+    InTx();
+    ++host_count_reads;
+    placement::HostCounts out;
+    for (const auto& [job, host] : s.assigned) ++out[host];
+    return out;
   }
   int CreateReplicas(int, int count) override {
     InTx();

@@ -29,20 +29,10 @@ class MassHostLossTest : public ::testing::Test {
     if (HasFailure()) std::cout << cluster_.Logs();
   }
 
-  // n hollow hosts <prefix>1..<prefix>n in one process, logged in as a host
-  // login of their own bound to each of their ids.
+  // n hollow hosts <prefix>1..<prefix>n (Cluster::StartHollowHosts); their login.
   std::string StartHosts(const std::string& prefix, int n) {
-    std::string login = db_.CreateLogin("hosts_" + prefix.substr(0, 1), {"pgfleet_host"});
-    db_.Scalar("insert into pgfleet.host_logins (login, host_id, auto_admit) select '" + login +
-               "', '" + prefix + "' || i, true from generate_series(1, " + std::to_string(n) +
-               ") i");
-    cluster_.processes().push_back(std::make_unique<Process>(
-        std::vector<std::string>{BinaryPath("pgfleet-hostd"), "--db", db_.DsnAs(login),
-                                 "--token-file", cluster_.token_file(), "--simulate",
-                                 std::to_string(n), "--id-prefix", prefix, "--cpu", "1000",
-                                 "--memory", "1024", "--heartbeat-interval", "0.5", "--host-ttl",
-                                 "3", "--db-connections", "1"},
-        cluster_.dir() + "/hollow-" + prefix + ".log"));
+    std::string login;
+    cluster_.StartHollowHosts(prefix, n, {"--cpu", "1000", "--memory", "1024"}, &login);
     return login;
   }
   // The hosts of `login` can no longer reach the database; hostd runs on.

@@ -204,6 +204,22 @@ Process& Cluster::StartScheduler(const std::string& id, std::vector<std::string>
   return *procs_.back();
 }
 
+Process& Cluster::StartHollowHosts(const std::string& prefix, int n,
+                                   std::vector<std::string> extra, std::string* login) {
+  std::string name = db_.CreateLogin(
+      "hosts_" + prefix.substr(0, prefix.find_first_of("-_")), {"pgfleet_host"});
+  db_.Scalar("insert into pgfleet.host_logins (login, host_id, auto_admit) select '" + name +
+             "', '" + prefix + "' || i, true from generate_series(1, " + std::to_string(n) + ") i");
+  std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"), "--db", db_.DsnAs(name),
+                                   "--token-file", token_file_, "--simulate", std::to_string(n),
+                                   "--id-prefix", prefix, "--heartbeat-interval", "0.5",
+                                   "--host-ttl", "3", "--db-connections", "1"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  procs_.push_back(std::make_unique<Process>(argv, dir_.path() + "/hollow-" + prefix + ".log"));
+  if (login) *login = name;
+  return *procs_.back();
+}
+
 Process& Cluster::StartHost(const std::string& id, int cpu, int memory,
                             std::vector<std::string> extra, std::vector<std::string> wrapper) {
   std::vector<std::string> argv = {BinaryPath("pgfleet-hostd"),

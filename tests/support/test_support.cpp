@@ -87,7 +87,7 @@ TestDatabase::~TestDatabase() {
 }
 
 std::string TestDatabase::CreateLogin(const std::string& base,
-                                      const std::vector<std::string>& groups) {
+                                      const std::vector<std::string>& groups) const {
   std::string login = base + "_" + name_;
   pqxx::connection c(dsn_);
   pqxx::nontransaction tx(c);

@@ -41,13 +41,13 @@ class TestDatabase {
   // A login (role with LOGIN) named <base>_<database name>, member of the
   // given group roles; dropped with the database. Roles are cluster-wide, so
   // the suffix keeps parallel tests apart.
-  std::string CreateLogin(const std::string& base, const std::vector<std::string>& groups);
+  std::string CreateLogin(const std::string& base, const std::vector<std::string>& groups) const;
   // This database's DSN, connecting as `login`.
   std::string DsnAs(const std::string& login) const { return dsn_ + " user=" + login; }
 
  private:
   void Create(bool migrate);
-  std::vector<std::string> logins_;
+  mutable std::vector<std::string> logins_;  // dropped with the database
   std::string admin_;
   std::string name_;
   std::string dsn_;
@@ -232,6 +232,13 @@ class Cluster {
   // (e.g. a namespace set up first) and must exec it, keeping its pid.
   Process& StartHost(const std::string& id, int cpu, int memory,
                      std::vector<std::string> extra = {}, std::vector<std::string> wrapper = {});
+  // n hollow hosts <prefix>1..<prefix>n in one hostd process (--simulate),
+  // logged in as a host login of their own bound to each of their ids (so a
+  // test can cut their database access alone), heartbeating every 0.5 s with
+  // a 3 s host TTL; `extra` adds flags (--cpu, --label, ...). *login, when
+  // given, receives the login.
+  Process& StartHollowHosts(const std::string& prefix, int n, std::vector<std::string> extra = {},
+                            std::string* login = nullptr);
   const std::string& token_file() const { return token_file_; }
   const std::string& dir() const { return dir_.path(); }
   // Blocks until n hosts have a fresh heartbeat.
