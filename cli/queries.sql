@@ -89,6 +89,7 @@ select h.id,
          || coalesce(' (' || split_part(h.condition, ':', 1) || ')', '')
          || case when h.admitted then '' else ' (not admitted)' end
          || coalesce(' (declares ' || h.beyond_allowance || ' beyond its allowance)', '')
+         || coalesce(' (waits for ' || h.drain_waiting_for || ')', '')
          as shown_state,
        coalesce(h.condition, '') as condition,
        coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,

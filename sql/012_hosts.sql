@@ -274,10 +274,16 @@ begin
     return 0;
   end if;
   -- Lock order: jobs before hosts.
+  -- A service's replicas are not evicted: they leave only once their
+  -- replacements run elsewhere (the formation pass), so a deadline never
+  -- takes a service below its replicas; while none can be placed the drain
+  -- waits, and host_status.drain_waiting_for says for what.
   with overdue as (
     select j.id, j.attempt, j.host_id from pgfleet.jobs j join pgfleet.hosts h on h.id = j.host_id
      where h.state = 'draining' and h.drain_deadline < now()
        and j.state in ('assigned', 'running') and j.desired_state = 'run'
+       and not exists (select 1 from pgfleet.formations f
+                        where f.name = j.formation and f.kind = 'service')
        for update of j
   ), stopped as (
     update pgfleet.jobs x set desired_state = 'stop', requeue_on_stop = true
@@ -291,7 +297,7 @@ begin
   return v_count;
 end $$;
 comment on function pgfleet.evict_overdue_drains() is
-  'Stops the jobs still running on draining hosts past their drain deadline, to be requeued elsewhere once stopped. Returns how many.';
+  'Stops the batch jobs still running on draining hosts past their drain deadline, to be requeued elsewhere once stopped (a service''s replicas leave only once their replacements run). Returns how many.';
 
 create or replace function pgfleet.host_jobs(p_host text)
 returns setof pgfleet.jobs

@@ -41,7 +41,23 @@ select h.id,
                         case when h.declared_cpu > h.allowed_cpu then 'cpu' end,
                         case when h.declared_memory > h.allowed_memory then 'memory' end,
                         case when not (h.allowed_labels @> h.declared_labels) then 'labels' end),
-              '') as beyond_allowance
+              '') as beyond_allowance,
+       -- a draining or offline host: the services whose replicas still run
+       -- there because no replacement runs elsewhere yet, and why
+       case when h.state in ('draining', 'offline') then
+         (select string_agg(format('%s: %s replica%s%s', w.formation, w.n,
+                                   case when w.n = 1 then '' else 's' end,
+                                   coalesce(' (' || w.why || ')', ' (replacement starting)')),
+                            '; ' order by w.formation)
+            from (select j.formation, count(*) as n,
+                         (select min(p.error) from pgfleet.jobs p
+                           where p.formation = j.formation and p.state = 'pending'
+                             and p.desired_state = 'run' and p.error is not null) as why
+                    from pgfleet.jobs j join pgfleet.formations f on f.name = j.formation
+                   where j.host_id = h.id and j.state in ('assigned', 'running')
+                     and j.desired_state = 'run' and f.kind = 'service'
+                   group by j.formation) w)
+       end as drain_waiting_for
   from pgfleet.hosts h
   left join pgfleet.host_heartbeats hb on hb.host_id = h.id
   -- what its running attempts use now (pgfleet.job_usage), beside what they were given
@@ -53,7 +69,7 @@ select h.id,
                          and j.state = 'running'
      where x.host_id = h.id) u on true;
 comment on view pgfleet.host_status is
-  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; whether it is admitted (a host not admitted gets no jobs: pgfleet.admit_host), what it declares against what it is allowed, and beyond_allowance naming what it declares beyond (not offered); cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval).';
+  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; whether it is admitted (a host not admitted gets no jobs: pgfleet.admit_host), what it declares against what it is allowed, and beyond_allowance naming what it declares beyond (not offered); cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval); drain_waiting_for, for a draining or offline host, the services whose replicas still run there because no replacement runs elsewhere yet, and why (their pending replacement''s reason).';
 
 drop view if exists pgfleet.formation_status;
 create view pgfleet.formation_status as
