@@ -77,6 +77,7 @@ select f.id,
        f.name,
        f.kind,
        case when f.kind = 'service' then f.replicas end as desired,
+       f.spread,
        count(j.id) filter (where j.state = 'pending') as pending,
        count(j.id) filter (where j.state = 'assigned') as assigned,
        count(j.id) filter (where j.state = 'running') as running,
@@ -86,8 +87,8 @@ select f.id,
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas;
-comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas and jobs by state.';
+ group by f.id, f.name, f.kind, f.replicas, f.spread;
+comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed) and jobs by state.';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

@@ -69,6 +69,8 @@ TEST_F(SpreadTest, SixReplicasOverThreeZonesLandTwoEachAndStaySpreadWhenAZoneIsL
                          "--spread", "zone", "--env", "PGFLEET_SIM_SECONDS=1000", "--", "sleep", "1000"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   EXPECT_EQ("zone", db_.Scalar("select spread from pgfleet.formations where name = 'web'"));
+  auto list = cluster_.Cli({"formation", "list", "--json"});
+  EXPECT_NE(std::string::npos, list.out.find("\"spread\": \"zone\"")) << list.out;
   using Zones = std::map<std::string, int>;
   ASSERT_TRUE(WaitFor([&] { return Running("web") == Zones{{"a", 2}, {"b", 2}, {"c", 2}}; }, 30s))
       << "running per zone: " << ::testing::PrintToString(Running("web"));
