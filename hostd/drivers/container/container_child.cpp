@@ -26,13 +26,6 @@ extern char** environ;
 
 namespace pgfleet::hostd::container {
 
-void ChildFail(const ChildPlan& p, Step step, int err) {
-  ChildReport r{step, err};
-  ssize_t ignored = send(p.sync_fd, &r, sizeof r, MSG_NOSIGNAL);
-  (void)ignored;
-  _exit(127);
-}
-
 namespace {
 
 // mkdir -p on a string the child owns; errors are left for the mount that

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "hostd/drivers/container/container_child.h"
+#include "hostd/drivers/container/container_report.h"
 
 extern char** environ;
 
