@@ -110,12 +110,11 @@ TEST_F(ContainerDriverTest, ForkBombIsContainedAndTheHostStaysResponsive) {
   double stop_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   EXPECT_LE(most, 64);
-  // The container's init reaps the bomb's orphans, so its zombies no longer
-  // count: it peaks lower than the limit, but well above a shell and a sleep.
-  EXPECT_GE(most, 12) << "the bomb never grew; is it running?";
-  if (!Cgroups().unified()) {
-    EXPECT_NE(events, "max 0\n") << "pids.max was never hit";
-  }
+  // The container's init reaps the bomb's orphans at once, so the bomb
+  // collapses and regrows between samples: it either was seen well above a
+  // shell and a sleep, or it hit pids.max.
+  EXPECT_TRUE(most >= 12 || events.rfind("max 0", 0) != 0)
+      << "the bomb never grew (peak " << most << ", pids.events " << events << ")";
   EXPECT_LT(slowest_host_spawn, 1.0);
   EXPECT_LT(stop_seconds, 5.0);
   EXPECT_EQ(s.signal, SIGKILL);
