@@ -115,7 +115,9 @@ std::vector<IncomingJob> DecodeDispatch(const std::string& body) {
     IncomingJob item;
     item.job = e["job"].get<int64_t>();
     item.attempt = static_cast<int>(e["attempt"].get<int64_t>());
-    if (!e.contains("ticket") || !e["ticket"].is_string()) {
+    // An empty ticket is no ticket (EncodeDispatch leaves one out).
+    if (!e.contains("ticket") || !e["ticket"].is_string() ||
+        e["ticket"].get_ref<const std::string&>().empty()) {
       throw model::SpecError(at + ".ticket", at + ".ticket is required: a string the scheduler "
                                                   "signs for this host, job and attempt");
     }

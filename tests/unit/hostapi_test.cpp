@@ -72,6 +72,8 @@ TEST(HostApi, WhatIsNotABatchNamesTheFieldAndABadSpecRefusesOnlyItsJob) {
             "jobs[0].attempt"},
            {R"({"jobs":[{"job":1,"attempt":1,"ticket":"t"}]})", "jobs[0].spec"},
            {R"({"jobs":[{"job":1,"attempt":1,"spec":{}}]})", "jobs[0].ticket"},
+           // Empty is none: EncodeDispatch leaves it out (found by dispatch_fuzz).
+           {R"({"jobs":[{"job":1,"attempt":1,"spec":{},"ticket":""}]})", "jobs[0].ticket"},
            {R"({"jobs":[{"job":1,"attempt":1,"spec":{},"ticket":"t","uid":5}]})", "jobs[0].uid"},
        }) {
     try {
