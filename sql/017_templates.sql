@@ -60,9 +60,12 @@ end $$;
 comment on function pgfleet.create_system_replicas(integer, text[]) is
   'Inserts one replica of a system formation pinned to each host of p_hosts, from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock.';
 
+-- Security definer: formation_status calls it for whoever reads the view
+-- (a submitter may not read formations or hosts directly), and it returns
+-- only host ids, which host_status shows anyway.
 create or replace function pgfleet.system_hosts(p_formation integer)
 returns setof text
-language sql stable as $$
+language sql stable security definer set search_path = pgfleet, pg_temp as $$
   select h.id::text from pgfleet.hosts h, pgfleet.formations f
    where f.id = p_formation and h.state = 'up' and h.admitted
      and h.labels @> coalesce(f.constraints, '{}'::jsonb)
