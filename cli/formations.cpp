@@ -30,7 +30,8 @@ const char* kFormationUsage =
 // Each subcommand's own options: create takes the template's, the others none.
 void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* flags) {
   if (sub == "create") {
-    cmd.Options()("kind", po::value(&flags->f.kind), "service or batch (default batch)")(
+    cmd.Options()("kind", po::value(&flags->f.kind),
+                  "service, system (one replica on every eligible host) or batch (default batch)")(
         "replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
         "spread", po::value(&flags->f.spread),
         "spread its jobs: host (one per host first) or a host label key, e.g. zone "
@@ -89,12 +90,12 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
     throw UsageError("expected: formation create NAME [options] -- CMD ARG...");
   }
   f.name = flags->pos[0];
-  if (f.kind != "service" && f.kind != "batch")
-    throw UsageError("--kind must be service or batch (got \"" + f.kind + "\")");
+  if (f.kind != "service" && f.kind != "batch" && f.kind != "system")
+    throw UsageError("--kind must be service, batch or system (got \"" + f.kind + "\")");
   if (f.replicas < 0)
     throw UsageError("--replicas must be >= 0 (got " + std::to_string(f.replicas) + ")");
-  if (f.kind == "service" && command.empty())
-    throw UsageError("a service formation needs a command after --");
+  if (f.kind != "batch" && command.empty())
+    throw UsageError("a " + f.kind + " formation needs a command after --");
   // The rules apply to the template as to a job; a batch template may have no command.
   f.job.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
   CompleteSpec(flags->envs, flags->constraints, &f.job);

@@ -31,6 +31,14 @@ int PgPassStore::CreateReplicas(int formation_id, int count) {
   return store::CreateReplicas(Tx(), formation_id, count);
 }
 
+std::vector<std::string> PgPassStore::SystemHosts(int formation_id) {
+  return store::SystemHosts(Tx(), formation_id);
+}
+
+int PgPassStore::CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) {
+  return store::CreateSystemReplicas(Tx(), formation_id, hosts);
+}
+
 void PgPassStore::StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) {
   store::StopJobs(Tx(), job_ids, reason);
 }

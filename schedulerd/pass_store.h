@@ -37,6 +37,9 @@ class PassStore {
   // A service's replicas: store::LiveReplicas, CreateReplicas, StopJobs.
   virtual std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) = 0;
   virtual int CreateReplicas(int formation_id, int count) = 0;
+  // A system formation's: store::SystemHosts, CreateSystemReplicas.
+  virtual std::vector<std::string> SystemHosts(int formation_id) = 0;
+  virtual int CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) = 0;
   virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
   // store::FormationHostCounts: where a spread formation's jobs are.
   virtual placement::HostCounts FormationHostCounts(const std::string& formation) = 0;
@@ -64,6 +67,8 @@ class PgPassStore : public PassStore {
   store::FormationLock LockFormation(int formation_id) override;
   std::vector<placement::ReplicaView> LiveReplicas(const std::string& formation) override;
   int CreateReplicas(int formation_id, int count) override;
+  std::vector<std::string> SystemHosts(int formation_id) override;
+  int CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) override;
   void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
   placement::HostCounts FormationHostCounts(const std::string& formation) override;
   std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) override;

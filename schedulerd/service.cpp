@@ -57,4 +57,36 @@ void ReconcileReplicas(PassStore& store, const store::Formation& formation, int 
   }
 }
 
+void ReconcileSystemReplicas(PassStore& store, const store::Formation& formation,
+                             metrics::Registry& metrics) {
+  auto live = store.LiveReplicas(formation.name);
+  auto result = placement::ReconcileSystem(store.SystemHosts(formation.id), live);
+  if (result.create_on.size() > static_cast<size_t>(kMaxReplicasPerPass)) {
+    result.create_on.resize(kMaxReplicasPerPass);  // the next pass makes the rest
+  }
+  if (!result.create_on.empty()) store.CreateSystemReplicas(formation.id, result.create_on);
+  if (!result.to_stop.empty()) {
+    std::map<int64_t, const placement::ReplicaView*> by_id;
+    for (const auto& r : live) by_id[r.id] = &r;
+    std::map<std::string, std::vector<int64_t>> by_reason;
+    for (int64_t id : result.to_stop) {
+      const auto* r = by_id.at(id);
+      const std::string& host = r->pinned_host.empty() ? r->host_id : r->pinned_host;
+      std::string why = r->host_state.empty() || r->host_state == "up"
+                            ? "host " + host + " is no longer eligible"
+                            : "host " + host + " is " + r->host_state;
+      by_reason["system formation " + formation.name + ": " + why].push_back(id);
+    }
+    for (const auto& [reason, ids] : by_reason) store.StopJobs(ids, reason);
+  }
+  if (!result.create_on.empty() || !result.to_stop.empty()) {
+    metrics.Add("pgfleet_scheduler_replicas_created_total",
+                static_cast<double>(result.create_on.size()));
+    metrics.Add("pgfleet_scheduler_replicas_stopped_total",
+                static_cast<double>(result.to_stop.size()));
+    spdlog::info("formation={} system live={} create={} stop={}", formation.name, live.size(),
+                 result.create_on.size(), result.to_stop.size());
+  }
+}
+
 }  // namespace pgfleet::schedulerd

@@ -17,4 +17,11 @@ namespace pgfleet::schedulerd {
 void ReconcileReplicas(PassStore& store, const store::Formation& formation, int replicas,
                        metrics::Registry& metrics);
 
+// A system formation (placement::ReconcileSystem): a replica pinned to each
+// eligible host that has none; replicas on hosts that left stopped, saying
+// which host and why. Same rule as ReconcileReplicas: inside the
+// formation's transaction, holding its lock.
+void ReconcileSystemReplicas(PassStore& store, const store::Formation& formation,
+                             metrics::Registry& metrics);
+
 }  // namespace pgfleet::schedulerd

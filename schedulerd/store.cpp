@@ -55,7 +55,7 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot,
                         &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
-                        &kLiveReplicas, &kFormationHostCounts, &kCreateReplicas, &kStopJobs, &kStopsToForward,
+                        &kLiveReplicas, &kFormationHostCounts, &kSystemHosts, &kCreateSystemReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward,
                         &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
 }
@@ -77,7 +77,8 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   if (!rows[0]["locked"].as<bool>()) return out;
   out.shape = FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>(),
                              rows[0]["name"].as<std::string>(),
-                             rows[0]["spread"].as<std::string>()};
+                             rows[0]["spread"].as<std::string>(),
+                             rows[0]["is_system"].as<bool>()};
   return out;
 }
 
@@ -94,6 +95,7 @@ std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::strin
     p.request.priority = r["priority"].as<int>();
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
     p.request.privileged = r["privileged"].as<bool>();
+    p.request.pinned_host = r["pinned_host"].as<std::string>();
     p.reason = r["reason"].as<std::string>();
     out.push_back(std::move(p));
   }
@@ -191,6 +193,20 @@ placement::HostCounts FormationHostCounts(pqxx::transaction_base& tx, const std:
   return out;
 }
 
+std::vector<std::string> SystemHosts(pqxx::transaction_base& tx, int formation_id) {
+  std::vector<std::string> out;
+  for (const auto& r : db::Exec(tx, kSystemHosts, formation_id)) {
+    out.push_back(r["host_id"].as<std::string>());
+  }
+  return out;
+}
+
+int CreateSystemReplicas(pqxx::transaction_base& tx, int formation_id,
+                         const std::vector<std::string>& hosts) {
+  return db::Exec1(tx, kCreateSystemReplicas, formation_id, db::ArrayParam(hosts))["created"]
+      .as<int>();
+}
+
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
                                                  const std::string& formation) {
   auto rows = db::Exec(tx, kLiveReplicas, formation);
@@ -204,7 +220,8 @@ std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
                                "\", which is not a live replica state");
     }
     out.push_back({r["id"].as<int64_t>(), *state, r["on_leaving_host"].as<bool>(),
-                   r["host_id"].as<std::string>(), r["host_state"].as<std::string>()});
+                   r["host_id"].as<std::string>(), r["host_state"].as<std::string>(),
+                   r["pinned_host"].as<std::string>()});
   }
   return out;
 }

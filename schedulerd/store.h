@@ -71,6 +71,7 @@ struct FormationShape {
   int replicas = 0;
   std::string name;
   std::string spread;  // formations.spread ("": pack)
+  bool is_system = false;
 };
 struct FormationLock {
   bool exists = false;                  // the formation's row was found
@@ -149,6 +150,11 @@ void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::
 // running with desired_state 'run').
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
                                                  const std::string& formation);
+// A system formation: the hosts it has one replica on (pgfleet.system_hosts).
+std::vector<std::string> SystemHosts(pqxx::transaction_base& tx, int formation_id);
+// pgfleet.create_system_replicas: one replica pinned to each of `hosts`.
+int CreateSystemReplicas(pqxx::transaction_base& tx, int formation_id,
+                         const std::vector<std::string>& hosts);
 // Inserts `count` new replicas from the formation's whole job template
 // (pgfleet.create_replicas); returns how many were made.
 int CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);

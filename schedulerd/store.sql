@@ -15,6 +15,7 @@ select f.id from pgfleet.formations f
           and j.formation = f.name and j.desired_state = 'run')) as p) m on true
  where ($1::boolean or f.id = any($2::integer[]))
    and (m.p is not null
+    or f.kind = 'system'
     or (f.kind = 'service'
         and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name
                               and j.state in ('pending', 'assigned', 'running')
@@ -31,6 +32,7 @@ select f.id from pgfleet.formations f
 -- Its shape read in the same statement, before the lock, is what it would
 -- be after it: schedulers never change a formation's kind or replicas.
 select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,
+       f.kind = 'system' as is_system,
        f.replicas, f.name, coalesce(f.spread, '') as spread
   from pgfleet.formations f where f.id = $1;
 
@@ -43,14 +45,14 @@ select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_serv
 -- later not_before, however many there are (migration 0023).
 select * from (
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
-         j.privileged, coalesce(j.error, '') as reason
+         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host
     from pgfleet.jobs j
    where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'
      and j.not_before is null
    order by j.priority desc, j.id limit $2)
  union all
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
-         j.privileged, coalesce(j.error, '') as reason
+         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host
     from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before <= now()
      and j.formation = $1 and j.desired_state = 'run'
@@ -94,7 +96,8 @@ select pgfleet.set_pending_reasons($1::jsonb);
 select j.id, j.state,
        coalesce(j.state in ('assigned', 'running') and h.state in ('draining', 'offline'),
                 false) as on_leaving_host,
-       coalesce(h.id, '') as host_id, coalesce(h.state, '') as host_state
+       coalesce(h.id, '') as host_id, coalesce(h.state, '') as host_state,
+       coalesce(j.pinned_host, '') as pinned_host
   from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id
  where j.formation = $1 and j.state in ('pending', 'assigned', 'running')
    and j.desired_state = 'run'
@@ -108,6 +111,13 @@ select j.host_id, count(*)::integer as jobs
  where j.formation = $1 and j.state in ('assigned', 'running') and j.desired_state = 'run'
    and j.host_id is not null
  group by j.host_id;
+
+-- name: schedulerd_system_hosts
+-- The hosts a system formation has one replica on (pgfleet.system_hosts).
+select h as host_id from pgfleet.system_hosts($1) h;
+
+-- name: schedulerd_create_system_replicas
+select pgfleet.create_system_replicas($1, $2::text[]) as created;
 
 -- name: schedulerd_create_replicas
 select pgfleet.create_replicas($1, $2) as created;

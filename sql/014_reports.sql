@@ -225,7 +225,7 @@ begin
      group by rx.job, rx.att
   ),
   o as (  -- what each attempt's reports say
-    select x.*, coalesce(f.kind = 'service', false) as service,
+    select x.*, coalesce(f.kind in ('service', 'system'), false) as service,
            x.rep ->> 'kind' in ('exited', 'start_failed') as exits, x.rep ->> 'kind' = 'lost' as lost,
            x.run_n is not null or x.rep ->> 'kind' = 'exited' as ran,
            coalesce(x.run_pid, (x.rep ->> 'pid')::integer) as pid,

@@ -35,3 +35,42 @@ begin
 end $$;
 comment on function pgfleet.create_replicas(integer, integer) is
   'Inserts p_count new replicas of a service formation from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock and bounds p_count.';
+
+create or replace function pgfleet.create_system_replicas(p_formation integer, p_hosts text[])
+returns integer
+language plpgsql as $$
+declare
+  v_columns text;
+  v_created integer;
+begin
+  if p_hosts is null or cardinality(p_hosts) = 0 then
+    return 0;
+  end if;
+  select string_agg(quote_ident(c), ', ') into v_columns from unnest(pgfleet.template_columns()) c;
+  execute format(
+    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, %1$s)
+     select f.name, f.owner, f.privileged, h, %2$s from pgfleet.formations f, unnest($2) h
+      where f.id = $1 and f.kind = ''system''',
+    v_columns, (select string_agg('f.' || quote_ident(c), ', ')
+                  from unnest(pgfleet.template_columns()) c))
+  using p_formation, p_hosts;
+  get diagnostics v_created = row_count;
+  return v_created;
+end $$;
+comment on function pgfleet.create_system_replicas(integer, text[]) is
+  'Inserts one replica of a system formation pinned to each host of p_hosts, from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock.';
+
+-- Security definer: formation_status calls it for whoever reads the view
+-- (a submitter may not read formations or hosts directly), and it returns
+-- only host ids, which host_status shows anyway.
+create or replace function pgfleet.system_hosts(p_formation integer)
+returns setof text
+language sql stable security definer set search_path = pgfleet, pg_temp as $$
+  select h.id::text from pgfleet.hosts h, pgfleet.formations f
+   where f.id = p_formation and h.state = 'up' and h.admitted
+     and h.labels @> coalesce(f.constraints, '{}'::jsonb)
+     and (f.privileged or pgfleet.driver_isolates(h.driver))
+   order by h.id
+$$;
+comment on function pgfleet.system_hosts(integer) is
+  'The hosts a system formation runs one replica on: up (not draining, offline or lost), admitted, with every label of its constraints, and isolating jobs unless the formation is privileged.';

@@ -54,7 +54,7 @@ create trigger jobs_after_truncate
 create or replace function pgfleet.formations_notify() returns trigger
 language plpgsql as $$
 begin
-  perform pg_notify(pgfleet.work_channel(), n.id::text) from new_formations n where n.kind = 'service';
+  perform pg_notify(pgfleet.work_channel(), n.id::text) from new_formations n where n.kind in ('service', 'system');
   return null;
 end $$;
 comment on function pgfleet.formations_notify() is 'Notifies pgfleet_work when a service formation is created or changed.';

@@ -76,7 +76,8 @@ create view pgfleet.formation_status as
 select f.id,
        f.name,
        f.kind,
-       case when f.kind = 'service' then f.replicas end as desired,
+       case when f.kind = 'service' then f.replicas
+            when f.kind = 'system' then (select count(*) from pgfleet.system_hosts(f.id)) end as desired,
        f.spread,
        count(j.id) filter (where j.state = 'pending') as pending,
        count(j.id) filter (where j.state = 'assigned') as assigned,

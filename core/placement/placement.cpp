@@ -81,11 +81,13 @@ std::vector<size_t> HostsById(const std::vector<HostView>& hosts) {
 // that privilege. Neither changes during a plan, so this is computed once per
 // distinct (constraints, privileged), not once per job.
 std::vector<size_t> MatchingHosts(const Constraints& constraints, bool privileged,
+                                  const std::string& pinned_host,
                                   const std::vector<HostView>& hosts,
                                   const std::vector<size_t>& by_id) {
   std::vector<size_t> out;
   for (size_t i : by_id) {
-    if ((privileged || hosts[i].isolates) && Satisfies(constraints, hosts[i].labels))
+    if ((privileged || hosts[i].isolates) && Satisfies(constraints, hosts[i].labels) &&
+        (pinned_host.empty() || pinned_host == hosts[i].id))
       out.push_back(i);
   }
   return out;
@@ -159,6 +161,12 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
                  const std::vector<HostView>& hosts) {
   if (std::string error = RequestError(job); !error.empty()) return {job.id, error, true};
   if (hosts.empty()) return {job.id, "no host is up", true};
+  if (!job.pinned_host.empty() && matching.empty()) {
+    // Its host is not in the snapshot now (late heartbeat, suspended): it
+    // waits for that host; the system formation's reconcile stops it if the
+    // host leaves for good.
+    return {job.id, "waiting for its host " + job.pinned_host, false};
+  }
   if (matching.empty()) {
     bool by_labels = std::any_of(hosts.begin(), hosts.end(), [&](const HostView& h) {
       return Satisfies(job.constraints, h.labels);
@@ -217,7 +225,8 @@ std::string CapacityReason(const JobRequest& job) {
 }
 
 bool LabelsMatch(const JobRequest& job, const HostView& host) {
-  return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels);
+  return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels) &&
+         (job.pinned_host.empty() || job.pinned_host == host.id);
 }
 
 bool Fits(const JobRequest& job, const HostView& host) {
@@ -253,7 +262,9 @@ bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
 }
 
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {
-  return Explain(job, MatchingHosts(job.constraints, job.privileged, hosts, HostsById(hosts)),
+  return Explain(job,
+                 MatchingHosts(job.constraints, job.privileged, job.pinned_host, hosts,
+                               HostsById(hosts)),
                  hosts);
 }
 
@@ -272,14 +283,15 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
     // full fleet looked at every host once per job).
     std::optional<std::pair<int, int>> no_room;
   };
-  std::map<std::pair<Constraints, bool>, Group> groups;
+  std::map<std::tuple<Constraints, bool, std::string>, Group> groups;
 
   Plan plan;
   plan.placements.reserve(jobs.size());
   for (const JobRequest& job : jobs) {
-    auto [it, inserted] = groups.try_emplace({job.constraints, job.privileged});
+    auto [it, inserted] = groups.try_emplace({job.constraints, job.privileged, job.pinned_host});
     if (inserted)
-      it->second.matching = MatchingHosts(job.constraints, job.privileged, hosts, by_id);
+      it->second.matching =
+          MatchingHosts(job.constraints, job.privileged, job.pinned_host, hosts, by_id);
     Group& group = it->second;
     const std::vector<size_t>& matching = group.matching;
 

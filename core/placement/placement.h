@@ -39,6 +39,8 @@ struct JobRequest {
   // other value is a host label key, and they spread over its values (hosts
   // without the label share the value "") as evenly as capacity allows.
   std::string spread;
+  // A system formation's replica: the one host it may run on ("": any).
+  std::string pinned_host;
 };
 
 // How many of the formation's jobs each host already runs (host id -> count):
@@ -66,8 +68,9 @@ struct Plan {
   std::vector<Unplaced> unplaced;
 };
 
-// True when the host's labels satisfy every constraint of the job, and the
-// host isolates jobs or the job is privileged.
+// True when the host's labels satisfy every constraint of the job, the host
+// isolates jobs or the job is privileged, and the job is pinned to no other
+// host.
 bool LabelsMatch(const JobRequest& job, const HostView& host);
 
 // True when the host has the free cpu and memory for the job right now.

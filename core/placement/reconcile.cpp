@@ -1,6 +1,9 @@
 #include "core/placement/reconcile.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string>
 
 namespace pgfleet::placement {
 namespace {
@@ -50,6 +53,37 @@ ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& li
   for (int i = 0; i < may_stop && i < static_cast<int>(leaving_running.size()); ++i) {
     out.to_stop.push_back(leaving_running[i].id);
   }
+  return out;
+}
+
+SystemReconcile ReconcileSystem(const std::vector<std::string>& eligible,
+                                const std::vector<ReplicaView>& live) {
+  const std::set<std::string> hosts(eligible.begin(), eligible.end());
+  std::map<std::string, std::vector<const ReplicaView*>> by_host;
+  SystemReconcile out;
+  for (const auto& r : live) {
+    const std::string& host = r.pinned_host.empty() ? r.host_id : r.pinned_host;
+    if (!hosts.count(host)) {
+      out.to_stop.push_back(r.id);
+      continue;
+    }
+    by_host[host].push_back(&r);
+  }
+  for (const auto& host : eligible) {
+    auto it = by_host.find(host);
+    if (it == by_host.end()) {
+      out.create_on.push_back(host);
+      continue;
+    }
+    auto& rs = it->second;
+    // Keep the most useful (running before assigned before pending), oldest first.
+    std::sort(rs.begin(), rs.end(), [](const ReplicaView* a, const ReplicaView* b) {
+      if (a->state != b->state) return StateRank(a->state) > StateRank(b->state);
+      return a->id < b->id;
+    });
+    for (size_t i = 1; i < rs.size(); ++i) out.to_stop.push_back(rs[i]->id);
+  }
+  std::sort(out.to_stop.begin(), out.to_stop.end());
   return out;
 }
 

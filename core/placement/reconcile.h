@@ -21,6 +21,7 @@ struct ReplicaView {
   bool on_leaving_host = false;  // its host is draining or offline
   std::string host_id;           // "" while pending
   std::string host_state;        // its host's state ("" while pending)
+  std::string pinned_host;       // a system formation's replica: its host
 };
 
 struct ReconcileResult {
@@ -32,5 +33,18 @@ struct ReconcileResult {
 // then running, newest (highest id) first within each, keeping the oldest,
 // proven replicas. `desired` < 0 is treated as 0.
 ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& live);
+
+struct SystemReconcile {
+  std::vector<std::string> create_on;  // eligible hosts without a live replica
+  std::vector<int64_t> to_stop;        // replicas on hosts no longer eligible, and duplicates
+};
+
+// A system formation: one live replica on every host of `eligible` (host
+// ids). A replica counts for the host it is pinned to (or runs on). A host
+// that has more than one keeps its oldest running one (else its oldest);
+// a replica whose host left `eligible` (draining, offline, lost, removed,
+// labels changed) is stopped.
+SystemReconcile ReconcileSystem(const std::vector<std::string>& eligible,
+                                const std::vector<ReplicaView>& live);
 
 }  // namespace pgfleet::placement

@@ -46,6 +46,7 @@ class FakeFleet : public PassStore {
   std::set<int64_t> jobs_held_elsewhere;
   // What the pass did.
   int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0;
+  std::vector<std::string> system_hosts;  // what SystemHosts answers
   std::vector<std::map<int64_t, std::string>> reason_writes;
   bool fail_reasons = false;
 
@@ -92,6 +93,20 @@ class FakeFleet : public PassStore {
   std::vector<placement::ReplicaView> LiveReplicas(const std::string&) override {
     InTx();
     return s.replicas;
+  }
+  std::vector<std::string> SystemHosts(int) override {
+    InTx();
+    return system_hosts;
+  }
+  int CreateSystemReplicas(int, const std::vector<std::string>& hosts) override {
+    InTx();
+    for (const auto& h : hosts) {
+      int64_t id = s.next_id++;
+      AddJob(id, 100, 64);
+      s.pending[id].request.pinned_host = h;
+      s.replicas.push_back({id, model::ReplicaState::kPending, false, "", "", h});
+    }
+    return static_cast<int>(hosts.size());
   }
   placement::HostCounts FormationHostCounts(const std::string&) override {
     InTx();
