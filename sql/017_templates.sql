@@ -12,51 +12,46 @@ $$;
 comment on function pgfleet.template_columns() is
   'Columns of pgfleet.formations copied into every replica it creates: the job template. Same names, types, defaults and rules as in pgfleet.jobs.';
 
-create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
+-- The one insert of replicas from a formation's template: one row per
+-- element of p_pins, pinned to that host (null: not pinned), for a
+-- formation of kind p_kind.
+create or replace function pgfleet.insert_replicas(p_formation integer, p_kind text, p_pins text[])
 returns integer
 language plpgsql as $$
 declare
-  v_columns text;
   v_created integer;
 begin
-  if p_count is null or p_count <= 0 then
+  if p_pins is null or cardinality(p_pins) = 0 then
     return 0;
   end if;
-  select string_agg(quote_ident(c), ', ') into v_columns from unnest(pgfleet.template_columns()) c;
   execute format(
-    'insert into pgfleet.jobs (formation, owner, privileged, %1$s)
-     select f.name, f.owner, f.privileged, %2$s from pgfleet.formations f, generate_series(1, $2)
-      where f.id = $1 and f.kind = ''service''',
-    v_columns, (select string_agg('f.' || quote_ident(c), ', ')
-                  from unnest(pgfleet.template_columns()) c))
-  using p_formation, p_count;
+    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, %1$s)
+     select f.name, f.owner, f.privileged, h, %2$s from pgfleet.formations f, unnest($2) h
+      where f.id = $1 and f.kind = $3',
+    (select string_agg(quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c),
+    (select string_agg('f.' || quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c))
+  using p_formation, p_pins, p_kind;
   get diagnostics v_created = row_count;
   return v_created;
 end $$;
+comment on function pgfleet.insert_replicas(integer, text, text[]) is
+  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()) for each element of p_pins, pinned to that host when not null; returns how many. Used by create_replicas and create_system_replicas.';
+
+create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
+returns integer
+language sql as $$
+  select case when p_count is null or p_count <= 0 then 0
+              else pgfleet.insert_replicas(p_formation, 'service',
+                                           array_fill(null::text, array[p_count])) end
+$$;
 comment on function pgfleet.create_replicas(integer, integer) is
   'Inserts p_count new replicas of a service formation from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock and bounds p_count.';
 
 create or replace function pgfleet.create_system_replicas(p_formation integer, p_hosts text[])
 returns integer
-language plpgsql as $$
-declare
-  v_columns text;
-  v_created integer;
-begin
-  if p_hosts is null or cardinality(p_hosts) = 0 then
-    return 0;
-  end if;
-  select string_agg(quote_ident(c), ', ') into v_columns from unnest(pgfleet.template_columns()) c;
-  execute format(
-    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, %1$s)
-     select f.name, f.owner, f.privileged, h, %2$s from pgfleet.formations f, unnest($2) h
-      where f.id = $1 and f.kind = ''system''',
-    v_columns, (select string_agg('f.' || quote_ident(c), ', ')
-                  from unnest(pgfleet.template_columns()) c))
-  using p_formation, p_hosts;
-  get diagnostics v_created = row_count;
-  return v_created;
-end $$;
+language sql as $$
+  select pgfleet.insert_replicas(p_formation, 'system', p_hosts)
+$$;
 comment on function pgfleet.create_system_replicas(integer, text[]) is
   'Inserts one replica of a system formation pinned to each host of p_hosts, from its template (pgfleet.template_columns()); returns how many. The caller holds the formation''s lock.';
 
