@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/formation_versions.h"
 #include "cli/output.h"
 #include "cli/queries.h"
 
@@ -15,6 +16,7 @@ namespace {
 struct FormationFlags {
   std::vector<std::string> pos, envs, constraints;
   NewFormation f;
+  RolloutFlags rollout;
 };
 
 // The subcommands, with their usage lines (also `pgfleet formation --help`).
@@ -22,6 +24,13 @@ const char* kFormationUsage =
     "usage: pgfleet formation SUBCOMMAND\n"
     "  create NAME [--kind K] [--replicas N] [--spread KEY] [job options] -- CMD ARG...\n"
     "                 a service keeps N replicas of CMD running; a batch formation groups jobs\n"
+    "  update NAME [options] [-- CMD ARG...]\n"
+    "                 change its template (a new version, rolled out) or settings\n"
+    "  status NAME    its jobs, version and rollouts\n"
+    "  history NAME   its versions\n"
+    "  revert NAME VERSION\n"
+    "                 roll back to an earlier version\n"
+    "  promote NAME   let a rollout waiting on its canaries go on\n"
     "  scale NAME N   a service's replicas\n"
     "  delete NAME    stop its jobs and delete it (their history stays)\n"
     "  list           every formation with its jobs by state\n"
@@ -36,6 +45,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
         "spread", po::value(&flags->f.spread),
         "spread its jobs: host (one per host first) or a host label key, e.g. zone "
         "(evenly over its values); default: packed onto the fewest hosts");
+    AddRolloutOptions(cmd, &flags->rollout);
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
     AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
@@ -110,14 +120,18 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     std::cout << kFormationUsage;
     return kExitOk;
   }
-  if (all_args.empty() || (all_args[0] != "create" && all_args[0] != "scale" &&
-                           all_args[0] != "delete" && all_args[0] != "list")) {
+  if (all_args.empty() ||
+      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "delete" &&
+       all_args[0] != "list" && !IsVersionSubcommand(all_args[0]))) {
     std::string got = all_args.empty() ? "no subcommand" : "\"" + all_args[0] + "\"";
-    throw UsageError("expected create, scale, delete or list (got " + got + ")");
+    throw UsageError(
+        "expected create, update, status, history, revert, promote, scale, delete or list (got " +
+        got + ")");
   }
   const std::string sub = all_args[0];
   auto [args, command] =
       SplitAtDoubleDash(std::vector<std::string>(all_args.begin() + 1, all_args.end()));
+  if (IsVersionSubcommand(sub)) return CmdFormationVersions(sub, args, command);
   FormationFlags flags;
   Command cmd(UsageOf(sub), sub == "list" ? kListing : kText);
   AddFormationOptions(cmd, sub, &flags);
@@ -145,9 +159,11 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     return kExitOk;
   }
   CheckCreate(&flags, command);
+  auto rollout = RolloutChanges(cmd, flags.rollout);
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);
   int id = CreateFormation(tx, flags.f);
+  if (!rollout.empty()) UpdateFormation(tx, flags.f.name, rollout);
   tx.commit();
   std::cout << flags.f.name << " created (id " << id << ")\n";
   return kExitOk;

@@ -24,12 +24,36 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit,          &kJobProgress,       &kWatchJobs, &kUnwatchJobs,
-                        &kWaitedJobs,      &kAttemptHost,       &kLogTicket, &kHostTicket,
-                        &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel, &kForceStop,
-                        &kListEvents,      &kListHosts,         &kDrain,     &kSetHostState,
-                        &kClusterSummary,  &kFormationStatuses, &kScale,     &kCreateFormation,
-                        &kDeleteFormation, &kRemoveHost,        &kAdmitHost});
+  db::PrepareAll(conn, {&kSubmit,
+                        &kJobProgress,
+                        &kWatchJobs,
+                        &kUnwatchJobs,
+                        &kWaitedJobs,
+                        &kAttemptHost,
+                        &kLogTicket,
+                        &kHostTicket,
+                        &kListJobs,
+                        &kJobDocument,
+                        &kJobEvents,
+                        &kCancel,
+                        &kForceStop,
+                        &kListEvents,
+                        &kListHosts,
+                        &kDrain,
+                        &kSetHostState,
+                        &kClusterSummary,
+                        &kFormationStatuses,
+                        &kScale,
+                        &kCreateFormation,
+                        &kDeleteFormation,
+                        &kRemoveHost,
+                        &kAdmitHost,
+                        &kUpdateFormation,
+                        &kFormationHistory,
+                        &kRevert,
+                        &kPromote,
+                        &kFormationStatus,
+                        &kRollouts});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -219,12 +243,11 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
-  auto rows =
-      db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
-               json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
-               db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
-               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-               db::NullIfEmpty(f.spread));
+  auto rows = db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
+                       json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
+                       db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user),
+                       db::NullIfEmpty(s.network), s.pids_max, s.cpu_hard_limit,
+                       s.stop_grace_seconds, s.disk, s.seccomp, db::NullIfEmpty(f.spread));
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +
@@ -244,6 +267,49 @@ void AdmitHost(pqxx::transaction_base& tx, const std::string& host, std::optiona
 
 void RemoveHost(pqxx::transaction_base& tx, const std::string& host) {
   db::Exec(tx, kRemoveHost, host);
+}
+
+// --- versions and rollouts ---
+
+int UpdateFormation(pqxx::transaction_base& tx, const std::string& name, const json& changes) {
+  return db::Exec1(tx, kUpdateFormation, name, changes.dump())["version"].as<int>();
+}
+
+json FormationHistory(pqxx::transaction_base& tx, const std::string& name) {
+  json out = json::array();
+  for (const auto& r : db::Exec(tx, kFormationHistory, name)) {
+    out.push_back({{"version", r["version"].as<int>()},
+                   {"created_at", r["created_at"].as<std::string>()},
+                   {"created_by", r["created_by"].as<std::string>()},
+                   {"changed", r["changed"].as<std::string>()},
+                   {"note", r["note"].as<std::string>()},
+                   {"was_healthy", r["was_healthy"].as<bool>()},
+                   {"current", r["current"].as<bool>()},
+                   {"template", json::parse(r["template"].as<std::string>())}});
+  }
+  return out;
+}
+
+void RevertFormation(pqxx::transaction_base& tx, const std::string& name, int version) {
+  db::Exec(tx, kRevert, name, version);
+}
+
+void PromoteFormation(pqxx::transaction_base& tx, const std::string& name) {
+  db::Exec(tx, kPromote, name);
+}
+
+std::optional<json> FormationStatus(pqxx::transaction_base& tx, const std::string& name) {
+  auto rows = db::Exec(tx, kFormationStatus, name);
+  if (rows.empty()) return std::nullopt;
+  return json::parse(rows[0]["doc"].as<std::string>());
+}
+
+json Rollouts(pqxx::transaction_base& tx, const std::string& name, int limit) {
+  json out = json::array();
+  for (const auto& r : db::Exec(tx, kRollouts, name, limit)) {
+    out.push_back(json::parse(r["doc"].as<std::string>()));
+  }
+  return out;
 }
 
 }  // namespace pgfleet::cli

@@ -195,4 +195,21 @@ void RemoveHost(pqxx::transaction_base& tx, const std::string& host);
 void AdmitHost(pqxx::transaction_base& tx, const std::string& host, std::optional<int> cpu,
                std::optional<int> memory, const std::optional<std::string>& labels_json);
 
+// --- versions and rollouts ---
+
+// pgfleet.update_formation: changes the columns `changes` names (an object);
+// returns the formation's version after.
+int UpdateFormation(pqxx::transaction_base& tx, const std::string& name,
+                    const nlohmann::json& changes);
+// pgfleet.formation_versions of a formation, newest first, as JSON objects.
+nlohmann::json FormationHistory(pqxx::transaction_base& tx, const std::string& name);
+// pgfleet.revert.
+void RevertFormation(pqxx::transaction_base& tx, const std::string& name, int version);
+// pgfleet.promote.
+void PromoteFormation(pqxx::transaction_base& tx, const std::string& name);
+// A formation's pgfleet.formation_status row; nullopt when there is none.
+std::optional<nlohmann::json> FormationStatus(pqxx::transaction_base& tx, const std::string& name);
+// Its newest `limit` pgfleet.rollout_status rows, newest first.
+nlohmann::json Rollouts(pqxx::transaction_base& tx, const std::string& name, int limit);
+
 }  // namespace pgfleet::cli

@@ -143,3 +143,32 @@ select pgfleet.remove_host($1);
 
 -- name: cli_admit_host
 select pgfleet.admit_host($1, $2::integer, $3::integer, $4::jsonb);
+
+-- name: cli_update_formation
+-- $1 formation, $2 an object of the columns to change (pgfleet.update_formation).
+select pgfleet.update_formation($1, $2::jsonb) as version;
+
+-- name: cli_formation_history
+-- Formation $1's versions, newest first.
+select v.version, v.created_at::text as created_at, v.created_by,
+       array_to_string(v.changed, ',') as changed, coalesce(v.note, '') as note,
+       v.healthy_at is not null as was_healthy, v.version = f.version as current,
+       v.template::text as template
+  from pgfleet.formation_versions v join pgfleet.formations f on f.id = v.formation_id
+ where f.name = $1 and f.deleted_at is null
+ order by v.version desc;
+
+-- name: cli_revert
+select pgfleet.revert($1, $2);
+
+-- name: cli_promote
+select pgfleet.promote($1);
+
+-- name: cli_formation_status
+-- Formation $1's row of pgfleet.formation_status (none: no such formation).
+select to_jsonb(s)::text as doc from pgfleet.formation_status s where s.name = $1;
+
+-- name: cli_rollouts
+-- Formation $1's newest $2 rollouts (pgfleet.rollout_status), newest first.
+select to_jsonb(s)::text as doc from pgfleet.rollout_status s
+ where s.formation = $1 order by s.rollout desc limit $2;

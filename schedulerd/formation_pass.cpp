@@ -10,6 +10,7 @@
 
 #include "core/model/constants.h"
 #include "core/placement/placement.h"
+#include "schedulerd/rollout.h"
 #include "schedulerd/service.h"
 
 namespace pgfleet::schedulerd {
@@ -152,8 +153,7 @@ FormationPass::Placed FormationPass::Place(
   return out;
 }
 
-void FormationPass::WriteReasons(PassStore& store,
-                                 const std::vector<store::PendingJob>& claimed,
+void FormationPass::WriteReasons(PassStore& store, const std::vector<store::PendingJob>& claimed,
                                  const std::map<int64_t, Waiting>& reasons) {
   std::map<int64_t, std::string> changed;
   for (size_t i = 0; i < claimed.size(); ++i) {
@@ -192,8 +192,14 @@ FormationPassResult FormationPass::Work(
   }
   const auto& shape = lock.shape;
   const store::Formation formation{formation_id, shape->name};
-  if (shape->is_service) ReconcileReplicas(store, formation, shape->replicas, metrics_);
-  if (shape->is_system) ReconcileSystemReplicas(store, formation, metrics_);
+  if (shape->is_service &&
+      !(shape->rolling_out && RollOutService(store, formation, shape->replicas, metrics_))) {
+    ReconcileReplicas(store, formation, shape->replicas, metrics_);
+  }
+  if (shape->is_system) {
+    if (shape->rolling_out) RollOutSystem(store, formation, metrics_);
+    ReconcileSystemReplicas(store, formation, metrics_);
+  }
   auto claimed = store.ReadPending(formation.name, batch_size_);
   if (claimed.empty()) {
     store.Commit();

@@ -31,6 +31,23 @@ int PgPassStore::CreateReplicas(int formation_id, int count) {
   return store::CreateReplicas(Tx(), formation_id, count);
 }
 
+std::optional<store::ActiveRollout> PgPassStore::ActiveRollout(int formation_id) {
+  return store::ReadActiveRollout(Tx(), formation_id);
+}
+
+void PgPassStore::RecordRolloutProgress(int64_t rollout, const std::string& state, int updated,
+                                        int healthy, const std::string& message) {
+  store::RecordRolloutProgress(Tx(), rollout, state, updated, healthy, message);
+}
+
+void PgPassStore::FinishRollout(int64_t rollout, int updated, int healthy) {
+  store::FinishRollout(Tx(), rollout, updated, healthy);
+}
+
+std::optional<int> PgPassStore::FailRollout(int64_t rollout, const std::string& why) {
+  return store::FailRollout(Tx(), rollout, why);
+}
+
 std::vector<std::string> PgPassStore::SystemHosts(int formation_id) {
   return store::SystemHosts(Tx(), formation_id);
 }

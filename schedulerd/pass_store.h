@@ -43,6 +43,13 @@ class PassStore {
   virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
   // store::FormationHostCounts: where a spread formation's jobs are.
   virtual placement::HostCounts FormationHostCounts(const std::string& formation) = 0;
+  // A formation's rollout in progress: store::ReadActiveRollout,
+  // RecordRolloutProgress, FinishRollout, FailRollout.
+  virtual std::optional<store::ActiveRollout> ActiveRollout(int formation_id) = 0;
+  virtual void RecordRolloutProgress(int64_t rollout, const std::string& state, int updated,
+                                     int healthy, const std::string& message) = 0;
+  virtual void FinishRollout(int64_t rollout, int updated, int healthy) = 0;
+  virtual std::optional<int> FailRollout(int64_t rollout, const std::string& why) = 0;
   // store::ReadPending, LoadHostSnapshot, LockHosts, AssignJobs.
   virtual std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) = 0;
   virtual std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) = 0;
@@ -71,11 +78,15 @@ class PgPassStore : public PassStore {
   int CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) override;
   void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
   placement::HostCounts FormationHostCounts(const std::string& formation) override;
+  std::optional<store::ActiveRollout> ActiveRollout(int formation_id) override;
+  void RecordRolloutProgress(int64_t rollout, const std::string& state, int updated, int healthy,
+                             const std::string& message) override;
+  void FinishRollout(int64_t rollout, int updated, int healthy) override;
+  std::optional<int> FailRollout(int64_t rollout, const std::string& why) override;
   std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) override;
   std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) override;
   std::map<std::string, store::LockedHost> LockHosts(const std::vector<std::string>& ids) override;
-  std::vector<store::Assignment> AssignJobs(
-      const std::vector<placement::Placement>& plan) override;
+  std::vector<store::Assignment> AssignJobs(const std::vector<placement::Placement>& plan) override;
   void SetPendingReasons(const std::map<int64_t, std::string>& reasons) override;
 
  private:

@@ -53,11 +53,13 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 }
 
 void Prepare(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot,
-                        &kLockHosts, &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons,
-                        &kLiveReplicas, &kFormationHostCounts, &kSystemHosts, &kCreateSystemReplicas, &kCreateReplicas, &kStopJobs, &kStopsToForward,
-                        &kRecordPassError, &kClearPassError});
+  db::PrepareAll(
+      conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot, &kLockHosts,
+             &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas,
+             &kFormationHostCounts, &kSystemHosts, &kCreateSystemReplicas, &kCreateReplicas,
+             &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
+  PrepareRollout(conn);
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {
@@ -75,15 +77,14 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   if (rows.empty()) return out;
   out.exists = true;
   if (!rows[0]["locked"].as<bool>()) return out;
-  out.shape = FormationShape{rows[0]["is_service"].as<bool>(), rows[0]["replicas"].as<int>(),
-                             rows[0]["name"].as<std::string>(),
-                             rows[0]["spread"].as<std::string>(),
-                             rows[0]["is_system"].as<bool>()};
+  out.shape = FormationShape{rows[0]["is_service"].as<bool>(),  rows[0]["replicas"].as<int>(),
+                             rows[0]["name"].as<std::string>(), rows[0]["spread"].as<std::string>(),
+                             rows[0]["is_system"].as<bool>(),   rows[0]["rolling_out"].as<bool>()};
   return out;
 }
 
 std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::string& formation,
-                                     int limit) {
+                                    int limit) {
   auto rows = db::Exec(tx, kReadPending, formation, limit);
   std::vector<PendingJob> out;
   out.reserve(rows.size());
@@ -185,7 +186,8 @@ void SetPendingReasons(pqxx::transaction_base& tx, const std::map<int64_t, std::
   db::Exec(tx, kSetPendingReasons, r.dump());
 }
 
-placement::HostCounts FormationHostCounts(pqxx::transaction_base& tx, const std::string& formation) {
+placement::HostCounts FormationHostCounts(pqxx::transaction_base& tx,
+                                          const std::string& formation) {
   placement::HostCounts out;
   for (const auto& r : db::Exec(tx, kFormationHostCounts, formation)) {
     out[r["host_id"].as<std::string>()] = r["jobs"].as<int>();
@@ -221,7 +223,8 @@ std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
     }
     out.push_back({r["id"].as<int64_t>(), *state, r["on_leaving_host"].as<bool>(),
                    r["host_id"].as<std::string>(), r["host_state"].as<std::string>(),
-                   r["pinned_host"].as<std::string>()});
+                   r["pinned_host"].as<std::string>(), r["version"].as<int>(),
+                   r["healthy"].as<bool>(), r["unhealthy"].as<bool>()});
   }
   return out;
 }

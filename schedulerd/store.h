@@ -72,6 +72,7 @@ struct FormationShape {
   std::string name;
   std::string spread;  // formations.spread ("": pack)
   bool is_system = false;
+  bool rolling_out = false;  // a rollout of a new version is in progress
 };
 struct FormationLock {
   bool exists = false;                  // the formation's row was found
@@ -88,7 +89,7 @@ struct PendingJob {
 // Up to `limit` placeable pending jobs of the formation, in priority order,
 // read without a lock (AssignJobs locks those it assigns).
 std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::string& formation,
-                                     int limit);
+                                    int limit);
 
 struct SnapshotHost {
   placement::HostView view;
@@ -196,6 +197,31 @@ void RecordPassError(pqxx::transaction_base& tx, int formation, const std::strin
                      int failures);
 void ClearPassError(pqxx::transaction_base& tx, int formation);
 
+// --- rollouts ----------------------------------------------------------------
+// (schedulerd/store_rollout.cpp, its statements store_rollout.sql; each inside
+// a formation's pass, holding its lock)
+
+struct ActiveRollout {
+  int64_t id = 0;
+  int to_version = 0;
+  std::string state;  // pgfleet.rollouts.state
+  int canary = 0;
+  bool promoted = false;
+  std::string max_parallel;  // formations.max_parallel, unresolved ("2", "25%")
+  int healthy = 0;           // as last recorded
+  bool past_deadline = false;
+  std::string progress_deadline;  // formations.progress_deadline, as text
+  int stopping = 0;               // the formation's replicas being stopped that still hold a place
+};
+void PrepareRollout(pqxx::connection& conn);
+std::optional<ActiveRollout> ReadActiveRollout(pqxx::transaction_base& tx, int formation_id);
+// pgfleet.rollout_progress (written only when something changed).
+void RecordRolloutProgress(pqxx::transaction_base& tx, int64_t rollout, const std::string& state,
+                           int updated, int healthy, const std::string& message);
+void FinishRollout(pqxx::transaction_base& tx, int64_t rollout, int updated, int healthy);
+// pgfleet.fail_rollout: the version auto_revert went back to, if it did.
+std::optional<int> FailRollout(pqxx::transaction_base& tx, int64_t rollout, const std::string& why);
+
 // --- maintenance ----------------------------------------------------------
 // (schedulerd/store_maintenance.cpp, its statements store_maintenance.sql)
 
@@ -216,9 +242,9 @@ struct LostHost {
 std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds);
 // What the sweep's guard decided (pgfleet.host_loss_guard).
 struct LossGuard {
-  bool held = false;     // a mass loss is held: no silent host is declared lost
-  int held_hosts = 0;    // silent hosts it holds
-  int of_hosts = 0;      // hosts not lost when it was judged
+  bool held = false;         // a mass loss is held: no silent host is declared lost
+  int held_hosts = 0;        // silent hosts it holds
+  int of_hosts = 0;          // hosts not lost when it was judged
   int waiting_for_rate = 0;  // silent hosts waiting for the loss rate limit
 };
 LossGuard ReadLossGuard(pqxx::transaction_base& tx);

@@ -24,7 +24,9 @@ select f.id from pgfleet.formations f
                           on h.id = j.host_id
                          where j.formation = f.name and j.state in ('assigned', 'running')
                            and j.desired_state = 'run'
-                           and h.state in ('draining', 'offline')))))
+                           and h.state in ('draining', 'offline'))))
+    or exists (select 1 from pgfleet.rollouts r
+                where r.formation_id = f.id and r.finished_at is null))
  order by m.p desc nulls last, f.id;
 
 -- name: schedulerd_lock_formation
@@ -33,7 +35,9 @@ select f.id from pgfleet.formations f
 -- be after it: schedulers never change a formation's kind or replicas.
 select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,
        f.kind = 'system' as is_system,
-       f.replicas, f.name, coalesce(f.spread, '') as spread
+       f.replicas, f.name, coalesce(f.spread, '') as spread,
+       exists (select 1 from pgfleet.rollouts r
+                where r.formation_id = f.id and r.finished_at is null) as rolling_out
   from pgfleet.formations f where f.id = $1;
 
 -- name: schedulerd_read_pending
@@ -93,12 +97,17 @@ select job_id, attempt, host_id, spec, uid from pgfleet.assign_jobs($1::jsonb);
 select pgfleet.set_pending_reasons($1::jsonb);
 
 -- name: schedulerd_live_replicas
+-- healthy: for at least the formation's min_healthy_time, by the database's
+-- clock (pgfleet.replica_healthy_since).
 select j.id, j.state,
        coalesce(j.state in ('assigned', 'running') and h.state in ('draining', 'offline'),
                 false) as on_leaving_host,
        coalesce(h.id, '') as host_id, coalesce(h.state, '') as host_state,
-       coalesce(j.pinned_host, '') as pinned_host
+       coalesce(j.pinned_host, '') as pinned_host, coalesce(j.version, 0) as version,
+       coalesce(pgfleet.replica_healthy_since(j) <= now() - f.min_healthy_time, false) as healthy,
+       j.health = 'unhealthy' as unhealthy
   from pgfleet.jobs j left join pgfleet.hosts h on h.id = j.host_id
+  join pgfleet.formations f on f.name = j.formation
  where j.formation = $1 and j.state in ('pending', 'assigned', 'running')
    and j.desired_state = 'run'
  for update of j;

@@ -147,6 +147,12 @@ begin
   if v_rule is not null then
     return array['owned', v_rule];
   end if;
+  -- A replica's formation version is the schedulers' to write (a row that
+  -- claimed the current version would count as an updated replica).
+  if n.version is not null and not (pgfleet.is_admin(p_caller)
+                                    or pg_has_role(p_caller, 'pgfleet_scheduler', 'member')) then
+    return array['owned', 'version'];
+  end if;
   -- What hostd would refuse (env names, sizes) is refused here, so one job
   -- can never make a host's dispatch batch fail.
   if pgfleet.spec_may_break_rules(n) then
@@ -252,6 +258,12 @@ begin
    limit 1;
   if found then
     perform pgfleet.refuse_job_insert('owned', v_bad.id, v_bad.col);
+  end if;
+  if not (pgfleet.is_admin(v_caller) or pg_has_role(v_caller, 'pgfleet_scheduler', 'member')) then
+    select j.id into v_bad from new_jobs j where j.version is not null limit 1;
+    if found then
+      perform pgfleet.refuse_job_insert('owned', v_bad.id, 'version');
+    end if;
   end if;
   select j.id, p.problem into v_bad from new_jobs j
    cross join lateral (select pgfleet.spec_problem(j.command, j.env, j.constraints, j.rootfs, j.run_as) as problem) p

@@ -25,8 +25,8 @@ begin
     return 0;
   end if;
   execute format(
-    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, %1$s)
-     select f.name, f.owner, f.privileged, h, %2$s from pgfleet.formations f, unnest($2) h
+    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, version, %1$s)
+     select f.name, f.owner, f.privileged, h, f.version, %2$s from pgfleet.formations f, unnest($2) h
       where f.id = $1 and f.kind = $3',
     (select string_agg(quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c),
     (select string_agg('f.' || quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c))
@@ -35,7 +35,7 @@ begin
   return v_created;
 end $$;
 comment on function pgfleet.insert_replicas(integer, text, text[]) is
-  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()) for each element of p_pins, pinned to that host when not null; returns how many. Used by create_replicas and create_system_replicas.';
+  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()), of its current version, for each element of p_pins, pinned to that host when not null; returns how many. Used by create_replicas and create_system_replicas.';
 
 create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
 returns integer

@@ -124,6 +124,13 @@ begin
     end if;
   end if;
   new.privileged := pgfleet.caller_privileged();
+  -- A scheduler's auto-revert (pgfleet.fail_rollout) restores a version as
+  -- its writer made it.
+  if tg_op = 'UPDATE' and new.version <> old.version
+     and pg_has_role(pgfleet.caller(), 'pgfleet_scheduler', 'member') then
+    new.privileged := coalesce((select v.privileged from pgfleet.formation_versions v
+                                 where v.formation_id = new.id and v.version = new.version), false);
+  end if;
   v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs, new.seccomp);
   if v_problem is not null and not new.privileged then
     raise exception '%', v_problem[2]

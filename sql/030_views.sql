@@ -84,12 +84,15 @@ select f.id,
        count(j.id) filter (where j.state = 'running') as running,
        count(j.id) filter (where j.state = 'succeeded') as succeeded,
        count(j.id) filter (where j.state = 'failed') as failed,
-       count(j.id) filter (where j.state = 'cancelled') as cancelled
+       count(j.id) filter (where j.state = 'cancelled') as cancelled,
+       f.version,
+       (select r.state from pgfleet.rollouts r where r.formation_id = f.id
+         order by r.id desc limit 1) as rollout
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas, f.spread;
-comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed) and jobs by state.';
+ group by f.id, f.name, f.kind, f.replicas, f.spread, f.version;
+comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed), jobs by state, its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

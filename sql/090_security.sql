@@ -75,7 +75,7 @@ revoke all on all tables in schema pgfleet
   from public, pgfleet_submitter, pgfleet_operator, pgfleet_reader, pgfleet_scheduler, pgfleet_host;
 
 -- Everyone who may look: the status views (they count, never show env).
-grant select on pgfleet.host_status, pgfleet.formation_status, pgfleet.cluster_summary,
+grant select on pgfleet.host_status, pgfleet.formation_status, pgfleet.cluster_summary, pgfleet.rollout_status,
                 pgfleet.visible_jobs, pgfleet.hosts, pgfleet.settings_in_force, pgfleet.formation_locks
   to pgfleet_submitter, pgfleet_reader, pgfleet_scheduler;
 -- Settings (host TTL, limits) are read by every role's functions and views.
@@ -110,7 +110,8 @@ grant insert, update, delete on pgfleet.role_limits to pgfleet_operator;
 
 -- Readers: everything but job env, which visible_jobs shows masked.
 grant select on pgfleet.formations, pgfleet.job_events, pgfleet.host_heartbeats,
-                pgfleet.schedulers, pgfleet.settings, pgfleet.allocation_drift
+                pgfleet.schedulers, pgfleet.settings, pgfleet.allocation_drift,
+                pgfleet.formation_versions, pgfleet.rollouts
   to pgfleet_reader;
 do $$
 begin

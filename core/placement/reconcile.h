@@ -22,6 +22,9 @@ struct ReplicaView {
   std::string host_id;           // "" while pending
   std::string host_state;        // its host's state ("" while pending)
   std::string pinned_host;       // a system formation's replica: its host
+  int version = 0;               // the formation version it was made from (0: none)
+  bool healthy = false;          // running and healthy for the formation's min_healthy_time
+  bool unhealthy = false;        // its health check fails
 };
 
 struct ReconcileResult {

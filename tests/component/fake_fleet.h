@@ -38,6 +38,8 @@ class FakeFleet : public PassStore {
     std::map<int64_t, std::string> assigned;  // job id -> host id
     std::vector<std::pair<std::vector<int64_t>, std::string>> stops;
     int64_t next_id = 1000;
+    std::optional<store::ActiveRollout> rollout;  // in progress
+    std::vector<std::string> rollout_writes;      // "progress <state>", "finish", "fail <why>"
   };
 
   State s;
@@ -47,8 +49,10 @@ class FakeFleet : public PassStore {
   // What the pass did.
   int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0;
   std::vector<std::string> system_hosts;  // what SystemHosts answers
+  int version = 0;                        // the formation's: replicas are created of it
   std::vector<std::map<int64_t, std::string>> reason_writes;
   bool fail_reasons = false;
+  bool fail_assign = false;  // AssignJobs throws (a statement that failed mid-pass)
 
   void AddHost(const std::string& id, int cpu, int memory, int cpu_allocated = 0) {
     Host h;
@@ -104,7 +108,7 @@ class FakeFleet : public PassStore {
       int64_t id = s.next_id++;
       AddJob(id, 100, 64);
       s.pending[id].request.pinned_host = h;
-      s.replicas.push_back({id, model::ReplicaState::kPending, false, "", "", h});
+      s.replicas.push_back({id, model::ReplicaState::kPending, false, "", "", h, version});
     }
     return static_cast<int>(hosts.size());
   }
@@ -115,12 +119,33 @@ class FakeFleet : public PassStore {
     for (const auto& [job, host] : s.assigned) ++out[host];
     return out;
   }
+  std::optional<store::ActiveRollout> ActiveRollout(int) override {
+    InTx();
+    return s.rollout;
+  }
+  void RecordRolloutProgress(int64_t, const std::string& state, int, int healthy,
+                             const std::string&) override {
+    InTx();
+    s.rollout_writes.push_back("progress " + state);
+    if (s.rollout) s.rollout->state = state, s.rollout->healthy = healthy;
+  }
+  void FinishRollout(int64_t, int, int) override {
+    InTx();
+    s.rollout_writes.push_back("finish");
+    s.rollout.reset();
+  }
+  std::optional<int> FailRollout(int64_t, const std::string& why) override {
+    InTx();
+    s.rollout_writes.push_back("fail " + why);
+    s.rollout.reset();
+    return std::nullopt;
+  }
   int CreateReplicas(int, int count) override {
     InTx();
     for (int i = 0; i < count; ++i) {
       int64_t id = s.next_id++;
       AddJob(id, 100, 64);
-      s.replicas.push_back({id, model::ReplicaState::kPending, false});
+      s.replicas.push_back({id, model::ReplicaState::kPending, false, "", "", "", version});
     }
     return count;
   }
@@ -168,6 +193,7 @@ class FakeFleet : public PassStore {
   std::vector<store::Assignment> AssignJobs(
       const std::vector<placement::Placement>& plan) override {
     InTx();
+    if (fail_assign) throw std::runtime_error("could not assign: statement failed");
     std::vector<store::Assignment> out;
     for (const auto& p : plan) {
       auto job = s.pending.find(p.job_id);

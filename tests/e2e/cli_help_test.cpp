@@ -43,6 +43,11 @@ const std::vector<HelpCase>& Cases() {
       {"formation-scale", {"formation", "scale", "--help"}},
       {"formation-delete", {"formation", "delete", "--help"}},
       {"formation-list", {"formation", "list", "--help"}},
+      {"formation-update", {"formation", "update", "--help"}},
+      {"formation-status", {"formation", "status", "--help"}},
+      {"formation-history", {"formation", "history", "--help"}},
+      {"formation-revert", {"formation", "revert", "--help"}},
+      {"formation-promote", {"formation", "promote", "--help"}},
   };
   return cases;
 }

@@ -14,6 +14,7 @@
 #include "hostd/agent/store.sql.h"
 #include "schedulerd/store.sql.h"
 #include "schedulerd/store_maintenance.sql.h"
+#include "schedulerd/store_rollout.sql.h"
 #include "test_support.h"
 
 namespace pgfleet::testing {
@@ -36,6 +37,7 @@ TEST(EveryStatement, EachProcessStatementPreparesOnAMigratedDatabase) {
   const File files[] = {
       Of("schedulerd/store.sql", schedulerd::store::kStoreSqlStatements),
       Of("schedulerd/store_maintenance.sql", schedulerd::store::kStoreMaintenanceSqlStatements),
+      Of("schedulerd/store_rollout.sql", schedulerd::store::kStoreRolloutSqlStatements),
       Of("hostd/agent/store.sql", hostd::store::kStoreSqlStatements),
       Of("cli/queries.sql", cli::kQueriesSqlStatements),
       Of("core/db/queries.sql", db::kQueriesSqlStatements),
