@@ -31,9 +31,10 @@ echo bench-token >"$tmp/token"
 q() { psql "$dsn" -Atc "$1"; }
 # CPU seconds (user + system) of a process, and of every PostgreSQL backend.
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
-pg_cpu() {
-  local total=0 p
-  for p in $(pgrep -f "postgres" || true); do
+pg_cpu() {  # this benchmark's server only: its postmaster and its children
+  local total=0 p postmaster
+  postmaster=$(head -1 "$tmp/pg/data/postmaster.pid")
+  for p in "$postmaster" $(pgrep -P "$postmaster" || true); do
     [ -r "/proc/$p/stat" ] || continue
     total=$(awk -v t="$total" -v hz="$(getconf CLK_TCK)" '{printf "%.2f", t + ($14 + $15) / hz}' "/proc/$p/stat")
   done
@@ -56,6 +57,10 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 sleep 2  # every replica healthy for min_healthy_time
+# The idle fleet's cost (heartbeats, ticks) over as long as the floor, to set against the rollout's.
+i0=$(cpu_of "$sched"); j0=$(pg_cpu); idle_secs=$(( (replicas + parallel - 1) / parallel ))
+sleep "$idle_secs"
+i1=$(cpu_of "$sched"); j1=$(pg_cpu)
 s0=$(cpu_of "$sched"); p0=$(pg_cpu)
 q "update pgfleet.formations set env = env || '{\"VERSION\": \"2\"}' where name = 'web'" >/dev/null
 for _ in $(seq 1 3000); do
@@ -73,3 +78,4 @@ echo "  time ${secs:-?} s by the database clock; floor $rounds s ($rounds rounds
 echo "  replaced $replaced, replicas of version 2 made $v2 (exactly $replicas: no step ran twice)"
 echo "  scheduler CPU $(echo "$s1 - $s0" | bc) s, PostgreSQL CPU $(echo "$p1 - $p0" | bc) s;" \
      "per replaced replica $(echo "scale=2; ($s1 - $s0) * 1000 / $replicas" | bc) ms and $(echo "scale=2; ($p1 - $p0) * 1000 / $replicas" | bc) ms"
+echo "  the idle fleet over ${idle_secs} s beforehand: scheduler CPU $(echo "$i1 - $i0" | bc) s, PostgreSQL CPU $(echo "$j1 - $j0" | bc) s"

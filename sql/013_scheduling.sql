@@ -191,14 +191,27 @@ comment on function pgfleet.job_spec(pgfleet.jobs) is
 -- not_before in order is that index.
 create or replace function pgfleet.next_retry_in() returns double precision
 language plpgsql stable set enable_sort = off as $$
+declare
+  v_retry timestamptz;
+  v_healthy timestamptz;
 begin
-  return extract(epoch from (select j.not_before from pgfleet.jobs j
-                              where j.state = 'pending' and j.not_before is not null
-                                and j.not_before > now()
-                              order by j.not_before limit 1) - now())::double precision;
+  select j.not_before into v_retry from pgfleet.jobs j
+   where j.state = 'pending' and j.not_before is not null and j.not_before > now()
+   order by j.not_before limit 1;
+  -- A rollout's next step comes when a new replica has been healthy for
+  -- min_healthy_time (sql/022_versions.sql).
+  if exists (select 1 from pgfleet.rollouts r where r.finished_at is null) then
+    select min(pgfleet.replica_healthy_since(j) + f.min_healthy_time) into v_healthy
+      from pgfleet.rollouts r
+      join pgfleet.formations f on f.id = r.formation_id
+      join pgfleet.jobs j on j.formation = f.name and j.version = r.to_version
+     where r.finished_at is null and j.state = 'running'
+       and pgfleet.replica_healthy_since(j) + f.min_healthy_time > now();
+  end if;
+  return extract(epoch from least(v_retry, v_healthy) - now())::double precision;
 end $$;
 comment on function pgfleet.next_retry_in() is
-  'Seconds until the earliest pending job''s retry backoff ends (null if none waits): when a sleeping scheduler must wake by itself, since nothing notifies it then.';
+  'Seconds until the earliest pending job''s retry backoff ends, or a rolling update''s new replica has been healthy for its min_healthy_time (null if neither waits): when a sleeping scheduler must wake by itself, since nothing notifies it then.';
 
 -- Who holds a formation's scheduling lock (pgfleet.lock_class(), formation
 -- id): schedulers hold it for a pass, in a transaction; anything else that
