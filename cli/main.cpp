@@ -31,7 +31,7 @@ const char* kUsage =
     "  wait JOB... [--timeout D]        block until the jobs end; exit with the job's code\n"
     "  stop JOB                         cancel a job (stops it if running)\n"
     "  events [JOB] [-f]                job event history\n"
-    "  formation create|scale|delete|list  manage formations\n"
+    "  formation create|scale|done|delete|list  manage formations\n"
     "  hosts                            list hosts\n"
     "  drain HOST                       no new work on HOST\n"
     "  host offline|online|remove HOST  take a host out, bring it back, or forget it\n"

@@ -24,12 +24,13 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit,          &kJobProgress,       &kWatchJobs, &kUnwatchJobs,
-                        &kWaitedJobs,      &kAttemptHost,       &kLogTicket, &kHostTicket,
-                        &kListJobs,        &kJobDocument,       &kJobEvents, &kCancel, &kForceStop,
-                        &kListEvents,      &kListHosts,         &kDrain,     &kSetHostState,
-                        &kClusterSummary,  &kFormationStatuses, &kScale,     &kCreateFormation,
-                        &kDeleteFormation, &kRemoveHost,        &kAdmitHost});
+  db::PrepareAll(
+      conn,
+      {&kSubmit,          &kJobProgress,     &kWatchJobs,      &kUnwatchJobs,       &kWaitedJobs,
+       &kAttemptHost,     &kLogTicket,       &kHostTicket,     &kListJobs,          &kJobDocument,
+       &kJobEvents,       &kCancel,          &kForceStop,      &kListEvents,        &kListHosts,
+       &kDrain,           &kSetHostState,    &kClusterSummary, &kFormationStatuses, &kScale,
+       &kCreateFormation, &kDeleteFormation, &kFormationDone,  &kRemoveHost,        &kAdmitHost});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -224,13 +225,17 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
                s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-               db::NullIfEmpty(f.spread));
+               db::NullIfEmpty(f.spread), s.max_attempts);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +
                              "\" already exists (pgfleet formation scale changes its replicas)");
   }
   return rows[0]["id"].as<int>();
+}
+
+std::string FormationDone(pqxx::transaction_base& tx, const std::string& name) {
+  return db::Exec1(tx, kFormationDone, name)["done_at"].as<std::string>();
 }
 
 std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name) {

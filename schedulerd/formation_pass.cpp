@@ -194,6 +194,7 @@ FormationPassResult FormationPass::Work(
   const store::Formation formation{formation_id, shape->name};
   if (shape->is_service) ReconcileReplicas(store, formation, shape->replicas, metrics_);
   if (shape->is_system) ReconcileSystemReplicas(store, formation, metrics_);
+  if (shape->is_sysbatch) ReconcileSysbatchJobs(store, formation, shape->done, metrics_);
   auto claimed = store.ReadPending(formation.name, batch_size_);
   if (claimed.empty()) {
     store.Commit();
