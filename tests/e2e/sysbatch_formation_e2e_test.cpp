@@ -2,7 +2,8 @@
 // template runs once to completion on every eligible host and on a host
 // that joins; once the formation is marked done, a host that joins gets
 // none, while the scheduler, passing over that host, runs another sysbatch
-// formation there.
+// formation there; a job that never ran is cancelled when its host is
+// removed.
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,32 @@ TEST(SysbatchFormationTest, RunsOnceOnEachOf3HostsAndOnceOnA4thThatJoinsThenNone
   EXPECT_EQ(4, Starts(db, "upgrade"));
   EXPECT_EQ("4", db.Scalar("select desired from pgfleet.formation_status where name = 'upgrade'"))
       << "done: the hosts it ran on";
+}
+
+TEST(SysbatchFormationTest, AJobThatNeverRanIsCancelledWhenItsHostIsRemoved) {
+  TestDatabase db;
+  Cluster cluster(db);
+  cluster.StartScheduler("s1");
+  cluster.StartHost("h1", 2000, 1000);
+  Process& h2 = cluster.StartHost("h2", 1000, 1000);
+  ASSERT_TRUE(cluster.WaitHostsUp(2)) << cluster.Logs();
+  // 1500m: h1 runs it, h2 (1000m) never can: its job waits, pending.
+  auto r = cluster.Cli(
+      {"formation", "create", "upgrade", "--kind", "sysbatch", "--cpu", "1500", "--", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  ASSERT_TRUE(WaitFor([&] { return PerHost(db, "upgrade") == "h1=succeeded,h2=pending"; }, 30s))
+      << PerHost(db, "upgrade") << cluster.Logs();
+
+  h2.Stop();
+  ASSERT_EQ(0, cluster.Cli({"host", "offline", "h2"}).exit_code);
+  r = cluster.Cli({"host", "remove", "h2"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  ASSERT_TRUE(WaitFor([&] { return PerHost(db, "upgrade") == "h1=succeeded,h2=cancelled"; }, 30s))
+      << PerHost(db, "upgrade") << cluster.Logs();
+  EXPECT_EQ(1, db.Count("select count(*) from pgfleet.job_events where kind = 'cancelled'"
+                        " and detail = 'sysbatch formation upgrade: host h2 was removed before"
+                        " the job ran'"));
+  EXPECT_EQ(1, Starts(db, "upgrade"));
 }
 
 TEST(SysbatchFormationTest, TheCliRefusesASysbatchWithoutACommandAndDoneOnAnotherKind) {
