@@ -1,5 +1,7 @@
-// pgfleet formation create | scale | delete | list: managing formations (a
-// service keeps N replicas running; a batch formation groups jobs).
+// pgfleet formation create | scale | done | delete | list: managing
+// formations (a service keeps N replicas running; a system formation one on
+// every eligible host; a sysbatch formation runs once on every eligible host
+// until it is done; a batch formation groups jobs).
 
 #include <cctype>
 #include <iostream>
@@ -32,6 +34,7 @@ const char* kFormationUsage =
     "                 roll back to an earlier version\n"
     "  promote NAME   let a rollout waiting on its canaries go on\n"
     "  scale NAME N   a service's replicas\n"
+    "  done NAME      a sysbatch formation: hosts that join from now on get no job of it\n"
     "  delete NAME    stop its jobs and delete it (their history stays)\n"
     "  list           every formation with its jobs by state\n"
     "`pgfleet formation SUBCOMMAND --help` lists a subcommand's options.\n";
@@ -40,8 +43,12 @@ const char* kFormationUsage =
 void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* flags) {
   if (sub == "create") {
     cmd.Options()("kind", po::value(&flags->f.kind),
-                  "service, system (one replica on every eligible host) or batch (default batch)")(
-        "replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
+                  "service, system (one replica on every eligible host), sysbatch (run once on "
+                  "every eligible host, and on each that joins until `formation done`) or batch "
+                  "(default batch)");
+    cmd.Options()("replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
+        "max-attempts", po::value(&flags->f.job.max_attempts),
+        "sysbatch: runs of each host's job before it stays failed (default 1)")(
         "spread", po::value(&flags->f.spread),
         "spread its jobs: host (one per host first) or a host label key, e.g. zone "
         "(evenly over its values); default: packed onto the fewest hosts");
@@ -57,6 +64,7 @@ const char* UsageOf(const std::string& sub) {
   if (sub == "create") return "pgfleet formation create NAME [options] -- CMD ARG...";
   if (sub == "scale") return "pgfleet formation scale NAME N";
   if (sub == "delete") return "pgfleet formation delete NAME";
+  if (sub == "done") return "pgfleet formation done NAME";
   return "pgfleet formation list";
 }
 
@@ -69,7 +77,10 @@ int List(pqxx::connection& conn, bool as_json) {
   }
   std::vector<std::vector<std::string>> table;
   for (auto& x : out) {
-    table.push_back({x["name"].get<std::string>(), x["kind"].get<std::string>(),
+    // A sysbatch formation marked done says so beside its kind.
+    std::string kind = x["kind"].get<std::string>();
+    if (x.contains("done_at") && !x["done_at"].is_null()) kind += " (done)";
+    table.push_back({x["name"].get<std::string>(), kind,
                      x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
                      x["running"].dump(), x["succeeded"].dump(), x["failed"].dump()});
   }
@@ -100,8 +111,8 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
     throw UsageError("expected: formation create NAME [options] -- CMD ARG...");
   }
   f.name = flags->pos[0];
-  if (f.kind != "service" && f.kind != "batch" && f.kind != "system")
-    throw UsageError("--kind must be service, batch or system (got \"" + f.kind + "\")");
+  if (f.kind != "service" && f.kind != "batch" && f.kind != "system" && f.kind != "sysbatch")
+    throw UsageError("--kind must be service, batch, system or sysbatch (got \"" + f.kind + "\")");
   if (f.replicas < 0)
     throw UsageError("--replicas must be >= 0 (got " + std::to_string(f.replicas) + ")");
   if (f.kind != "batch" && command.empty())
@@ -121,11 +132,12 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     return kExitOk;
   }
   if (all_args.empty() ||
-      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "delete" &&
-       all_args[0] != "list" && !IsVersionSubcommand(all_args[0]))) {
+      (all_args[0] != "create" && all_args[0] != "scale" && all_args[0] != "done" &&
+       all_args[0] != "delete" && all_args[0] != "list" && !IsVersionSubcommand(all_args[0]))) {
     std::string got = all_args.empty() ? "no subcommand" : "\"" + all_args[0] + "\"";
     throw UsageError(
-        "expected create, update, status, history, revert, promote, scale, delete or list (got " +
+        "expected create, update, status, history, revert, promote, scale, done, delete or list "
+        "(got " +
         got + ")");
   }
   const std::string sub = all_args[0];
@@ -149,13 +161,14 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     std::cout << flags.pos[0] << " scaled to " << n << "\n";
     return kExitOk;
   }
-  if (sub == "delete") {
-    if (flags.pos.size() != 1) throw UsageError("expected: formation delete NAME");
+  if (sub == "done" || sub == "delete") {
+    if (flags.pos.size() != 1) throw UsageError("expected: formation " + sub + " NAME");
     auto conn = cmd.Connect();
     pqxx::work tx(*conn);
-    std::string result = DeleteFormation(tx, flags.pos[0]);
+    std::string said = sub == "done" ? "done since " + FormationDone(tx, flags.pos[0])
+                                     : DeleteFormation(tx, flags.pos[0]);
     tx.commit();
-    std::cout << flags.pos[0] << " " << result << "\n";
+    std::cout << flags.pos[0] << " " << said << "\n";
     return kExitOk;
   }
   CheckCreate(&flags, command);

@@ -31,7 +31,7 @@ const char* kUsage =
     "  wait JOB... [--timeout D]        block until the jobs end; exit with the job's code\n"
     "  stop JOB                         cancel a job (stops it if running)\n"
     "  events [JOB] [-f]                job event history\n"
-    "  formation create|update|status|history|revert|promote|scale|delete|list\n"
+    "  formation create|update|status|history|revert|promote|scale|done|delete|list\n"
     "                                   manage formations, their versions and rollouts\n"
     "  hosts                            list hosts\n"
     "  drain HOST                       no new work on HOST\n"

@@ -24,36 +24,14 @@ model::JobState JobStateOf(const pqxx::field& f) {
 }  // namespace
 
 void PrepareQueries(pqxx::connection& conn) {
-  db::PrepareAll(conn, {&kSubmit,
-                        &kJobProgress,
-                        &kWatchJobs,
-                        &kUnwatchJobs,
-                        &kWaitedJobs,
-                        &kAttemptHost,
-                        &kLogTicket,
-                        &kHostTicket,
-                        &kListJobs,
-                        &kJobDocument,
-                        &kJobEvents,
-                        &kCancel,
-                        &kForceStop,
-                        &kListEvents,
-                        &kListHosts,
-                        &kDrain,
-                        &kSetHostState,
-                        &kClusterSummary,
-                        &kFormationStatuses,
-                        &kScale,
-                        &kCreateFormation,
-                        &kDeleteFormation,
-                        &kRemoveHost,
-                        &kAdmitHost,
-                        &kUpdateFormation,
-                        &kFormationHistory,
-                        &kRevert,
-                        &kPromote,
-                        &kFormationStatus,
-                        &kRollouts});
+  db::PrepareAll(conn, {&kSubmit,           &kJobProgress,      &kWatchJobs,      &kUnwatchJobs,
+                        &kWaitedJobs,       &kAttemptHost,      &kLogTicket,      &kHostTicket,
+                        &kListJobs,         &kJobDocument,      &kJobEvents,      &kCancel,
+                        &kForceStop,        &kListEvents,       &kListHosts,      &kDrain,
+                        &kSetHostState,     &kClusterSummary,   &kFormationStatuses, &kScale,
+                        &kCreateFormation,  &kDeleteFormation,  &kFormationDone,  &kRemoveHost,
+                        &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
+                        &kPromote,          &kFormationStatus,  &kRollouts});
 }
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
@@ -243,17 +221,22 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
   const model::JobSpec& s = f.job;
-  auto rows = db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
-                       json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
-                       db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user),
-                       db::NullIfEmpty(s.network), s.pids_max, s.cpu_hard_limit,
-                       s.stop_grace_seconds, s.disk, s.seccomp, db::NullIfEmpty(f.spread));
+  auto rows =
+      db::Exec(tx, kCreateFormation, f.name, f.kind, f.replicas, db::ArrayParam(s.command),
+               json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
+               db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
+               s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
+               db::NullIfEmpty(f.spread), s.max_attempts);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +
                              "\" already exists (pgfleet formation scale changes its replicas)");
   }
   return rows[0]["id"].as<int>();
+}
+
+std::string FormationDone(pqxx::transaction_base& tx, const std::string& name) {
+  return db::Exec1(tx, kFormationDone, name)["done_at"].as<std::string>();
 }
 
 std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name) {

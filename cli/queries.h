@@ -177,7 +177,7 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 struct NewFormation {
   std::string name;
-  std::string kind = "batch";  // or "service"
+  std::string kind = "batch";  // or "service", "system", "sysbatch"
   int replicas = 0;
   std::string spread;  // formations.spread: "" packs; "host" or a host label key
   // The replicas' template: every field of a job that says how it runs
@@ -186,6 +186,8 @@ struct NewFormation {
 };
 // Inserts into pgfleet.formations; returns the new formation's id.
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f);
+// pgfleet.formation_done: marks a sysbatch formation done; when it was.
+std::string FormationDone(pqxx::transaction_base& tx, const std::string& name);
 // pgfleet.delete_formation: what became of it, in words.
 std::string DeleteFormation(pqxx::transaction_base& tx, const std::string& name);
 // pgfleet.remove_host.

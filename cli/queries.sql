@@ -119,10 +119,12 @@ select pgfleet.scale($1, $2);
 -- name: cli_create_formation
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
-                                cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread)
+                                cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
+                                max_attempts)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
-         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18)
- -- A deleted formation of that name (kept for its jobs' history) comes back.
+         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19)
+ -- A deleted formation of that name (kept for its jobs' history) comes back,
+ -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
    kind = excluded.kind, replicas = excluded.replicas, command = excluded.command,
    env = excluded.env, cpu = excluded.cpu, memory = excluded.memory,
@@ -130,10 +132,13 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    rootfs = excluded.rootfs, run_as = excluded.run_as, network = excluded.network,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
-   seccomp = excluded.seccomp, spread = excluded.spread,
-   deleted_at = null, updated_at = now()
+   seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
+   deleted_at = null, done_at = null, created_at = now(), updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;
+
+-- name: cli_formation_done
+select pgfleet.formation_done($1)::text as done_at;
 
 -- name: cli_delete_formation
 select pgfleet.delete_formation($1) as result;

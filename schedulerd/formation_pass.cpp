@@ -200,6 +200,7 @@ FormationPassResult FormationPass::Work(
     if (shape->rolling_out) RollOutSystem(store, formation, metrics_);
     ReconcileSystemReplicas(store, formation, metrics_);
   }
+  if (shape->is_sysbatch) ReconcileSysbatchJobs(store, formation, shape->done, metrics_);
   auto claimed = store.ReadPending(formation.name, batch_size_);
   if (claimed.empty()) {
     store.Commit();

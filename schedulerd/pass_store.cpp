@@ -56,6 +56,14 @@ int PgPassStore::CreateSystemReplicas(int formation_id, const std::vector<std::s
   return store::CreateSystemReplicas(Tx(), formation_id, hosts);
 }
 
+std::vector<placement::SysbatchJobView> PgPassStore::SysbatchJobs(int formation_id) {
+  return store::SysbatchJobs(Tx(), formation_id);
+}
+
+int PgPassStore::CreateSysbatchJobs(int formation_id, const std::vector<std::string>& hosts) {
+  return store::CreateSysbatchJobs(Tx(), formation_id, hosts);
+}
+
 void PgPassStore::StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) {
   store::StopJobs(Tx(), job_ids, reason);
 }

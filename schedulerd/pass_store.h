@@ -40,6 +40,10 @@ class PassStore {
   // A system formation's: store::SystemHosts, CreateSystemReplicas.
   virtual std::vector<std::string> SystemHosts(int formation_id) = 0;
   virtual int CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) = 0;
+  // A sysbatch formation's: store::SysbatchJobs, CreateSysbatchJobs (and
+  // SystemHosts, the same eligibility).
+  virtual std::vector<placement::SysbatchJobView> SysbatchJobs(int formation_id) = 0;
+  virtual int CreateSysbatchJobs(int formation_id, const std::vector<std::string>& hosts) = 0;
   virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
   // store::FormationHostCounts: where a spread formation's jobs are.
   virtual placement::HostCounts FormationHostCounts(const std::string& formation) = 0;
@@ -76,6 +80,8 @@ class PgPassStore : public PassStore {
   int CreateReplicas(int formation_id, int count) override;
   std::vector<std::string> SystemHosts(int formation_id) override;
   int CreateSystemReplicas(int formation_id, const std::vector<std::string>& hosts) override;
+  std::vector<placement::SysbatchJobView> SysbatchJobs(int formation_id) override;
+  int CreateSysbatchJobs(int formation_id, const std::vector<std::string>& hosts) override;
   void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
   placement::HostCounts FormationHostCounts(const std::string& formation) override;
   std::optional<store::ActiveRollout> ActiveRollout(int formation_id) override;

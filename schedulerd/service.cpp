@@ -89,4 +89,34 @@ void ReconcileSystemReplicas(PassStore& store, const store::Formation& formation
   }
 }
 
+void ReconcileSysbatchJobs(PassStore& store, const store::Formation& formation, bool done,
+                           metrics::Registry& metrics) {
+  auto jobs = store.SysbatchJobs(formation.id);
+  auto result = placement::ReconcileSysbatch(store.SystemHosts(formation.id), jobs, done);
+  if (result.create_on.size() > static_cast<size_t>(kMaxReplicasPerPass)) {
+    result.create_on.resize(kMaxReplicasPerPass);  // the next pass makes the rest
+  }
+  // None once the formation is done, whatever `done` said when it was read.
+  int created =
+      result.create_on.empty() ? 0 : store.CreateSysbatchJobs(formation.id, result.create_on);
+  if (!result.to_cancel.empty()) {
+    std::map<int64_t, std::string> host_of;
+    for (const auto& j : jobs) host_of[j.id] = j.host;
+    std::map<std::string, std::vector<int64_t>> by_reason;
+    for (int64_t id : result.to_cancel) {
+      by_reason["sysbatch formation " + formation.name + ": host " + host_of[id] +
+                " was removed before the job ran"]
+          .push_back(id);
+    }
+    for (const auto& [reason, ids] : by_reason) store.StopJobs(ids, reason);
+  }
+  if (created > 0 || !result.to_cancel.empty()) {
+    metrics.Add("pgfleet_scheduler_sysbatch_jobs_created_total", created);
+    metrics.Add("pgfleet_scheduler_sysbatch_jobs_cancelled_total",
+                static_cast<double>(result.to_cancel.size()));
+    spdlog::info("formation={} sysbatch jobs={} done={} create={} cancel={}", formation.name,
+                 jobs.size(), done, created, result.to_cancel.size());
+  }
+}
+
 }  // namespace pgfleet::schedulerd

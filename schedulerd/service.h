@@ -24,4 +24,11 @@ void ReconcileReplicas(PassStore& store, const store::Formation& formation, int 
 void ReconcileSystemReplicas(PassStore& store, const store::Formation& formation,
                              metrics::Registry& metrics);
 
+// A sysbatch formation (placement::ReconcileSysbatch): a job pinned to each
+// eligible host that never had one, unless `done`; a job that has not run
+// and whose host was removed is cancelled, saying so. Same rule: inside the
+// formation's transaction, holding its lock.
+void ReconcileSysbatchJobs(PassStore& store, const store::Formation& formation, bool done,
+                           metrics::Registry& metrics);
+
 }  // namespace pgfleet::schedulerd

@@ -1,6 +1,7 @@
 #include "schedulerd/store.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include "core/db/statements.h"
 #include "core/model/constants.h"
@@ -54,10 +55,11 @@ void PrepareDispatchOutcomes(pqxx::connection& conn) {
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(
-      conn, {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot, &kLockHosts,
-             &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas,
-             &kFormationHostCounts, &kSystemHosts, &kCreateSystemReplicas, &kCreateReplicas,
-             &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
+      conn,
+      {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot, &kLockHosts,
+       &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas, &kFormationHostCounts,
+       &kSystemHosts, &kCreateSystemReplicas, &kSysbatchJobs, &kCreateSysbatchJobs,
+       &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
 }
@@ -77,9 +79,17 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   if (rows.empty()) return out;
   out.exists = true;
   if (!rows[0]["locked"].as<bool>()) return out;
-  out.shape = FormationShape{rows[0]["is_service"].as<bool>(),  rows[0]["replicas"].as<int>(),
-                             rows[0]["name"].as<std::string>(), rows[0]["spread"].as<std::string>(),
-                             rows[0]["is_system"].as<bool>(),   rows[0]["rolling_out"].as<bool>()};
+  const auto& r = rows[0];
+  FormationShape shape;
+  shape.is_service = r["is_service"].as<bool>();
+  shape.replicas = r["replicas"].as<int>();
+  shape.name = r["name"].as<std::string>();
+  shape.spread = r["spread"].as<std::string>();
+  shape.is_system = r["is_system"].as<bool>();
+  shape.is_sysbatch = r["is_sysbatch"].as<bool>();
+  shape.done = r["done"].as<bool>();
+  shape.rolling_out = r["rolling_out"].as<bool>();
+  out.shape = std::move(shape);
   return out;
 }
 
@@ -206,6 +216,21 @@ std::vector<std::string> SystemHosts(pqxx::transaction_base& tx, int formation_i
 int CreateSystemReplicas(pqxx::transaction_base& tx, int formation_id,
                          const std::vector<std::string>& hosts) {
   return db::Exec1(tx, kCreateSystemReplicas, formation_id, db::ArrayParam(hosts))["created"]
+      .as<int>();
+}
+
+std::vector<placement::SysbatchJobView> SysbatchJobs(pqxx::transaction_base& tx, int formation_id) {
+  std::vector<placement::SysbatchJobView> out;
+  for (const auto& r : db::Exec(tx, kSysbatchJobs, formation_id)) {
+    out.push_back({r["id"].as<int64_t>(), r["host_id"].as<std::string>(), r["pending"].as<bool>(),
+                   r["host_exists"].as<bool>()});
+  }
+  return out;
+}
+
+int CreateSysbatchJobs(pqxx::transaction_base& tx, int formation_id,
+                       const std::vector<std::string>& hosts) {
+  return db::Exec1(tx, kCreateSysbatchJobs, formation_id, db::ArrayParam(hosts))["created"]
       .as<int>();
 }
 

@@ -62,7 +62,8 @@ struct Formation {
 
 // Formations with placeable pending jobs, highest waiting priority first, then
 // service formations whose replicas differ from what is wanted (count, or
-// replicas on draining/offline hosts to move). With all == false only the
+// replicas on draining/offline hosts to move), system formations and
+// sysbatch formations not marked done. With all == false only the
 // formations in `ids` are considered. Their ids.
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids);
 
@@ -72,6 +73,8 @@ struct FormationShape {
   std::string name;
   std::string spread;  // formations.spread ("": pack)
   bool is_system = false;
+  bool is_sysbatch = false;
+  bool done = false;  // a sysbatch formation marked done (formations.done_at)
   bool rolling_out = false;  // a rollout of a new version is in progress
 };
 struct FormationLock {
@@ -156,6 +159,13 @@ std::vector<std::string> SystemHosts(pqxx::transaction_base& tx, int formation_i
 // pgfleet.create_system_replicas: one replica pinned to each of `hosts`.
 int CreateSystemReplicas(pqxx::transaction_base& tx, int formation_id,
                          const std::vector<std::string>& hosts);
+// A sysbatch formation's jobs since it was (re)created, in every state, by
+// the host each is pinned to.
+std::vector<placement::SysbatchJobView> SysbatchJobs(pqxx::transaction_base& tx, int formation_id);
+// pgfleet.insert_replicas of kind sysbatch: one job pinned to each of
+// `hosts` (none once the formation is done).
+int CreateSysbatchJobs(pqxx::transaction_base& tx, int formation_id,
+                       const std::vector<std::string>& hosts);
 // Inserts `count` new replicas from the formation's whole job template
 // (pgfleet.create_replicas); returns how many were made.
 int CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);

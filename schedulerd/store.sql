@@ -16,6 +16,7 @@ select f.id from pgfleet.formations f
  where ($1::boolean or f.id = any($2::integer[]))
    and (m.p is not null
     or f.kind = 'system'
+    or (f.kind = 'sysbatch' and f.done_at is null)
     or (f.kind = 'service'
         and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name
                               and j.state in ('pending', 'assigned', 'running')
@@ -33,8 +34,11 @@ select f.id from pgfleet.formations f
 -- The lock is taken only for the formation's row (none: gone, nothing to do).
 -- Its shape read in the same statement, before the lock, is what it would
 -- be after it: schedulers never change a formation's kind or replicas.
+-- `done` may be set meanwhile (pgfleet.formation_done waits for the lock,
+-- not the other way round): schedulerd_create_sysbatch_jobs reads it again.
 select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,
-       f.kind = 'system' as is_system,
+       f.kind = 'system' as is_system, f.kind = 'sysbatch' as is_sysbatch,
+       f.done_at is not null as done,
        f.replicas, f.name, coalesce(f.spread, '') as spread,
        exists (select 1 from pgfleet.rollouts r
                 where r.formation_id = f.id and r.finished_at is null) as rolling_out
@@ -127,6 +131,23 @@ select h as host_id from pgfleet.system_hosts($1) h;
 
 -- name: schedulerd_create_system_replicas
 select pgfleet.create_system_replicas($1, $2::text[]) as created;
+
+-- name: schedulerd_sysbatch_jobs
+-- A sysbatch formation's jobs since it was (re)created, in every state: the
+-- host each is pinned to, whether it is pending, and whether that host
+-- still exists (jobs_pinned_by_formation_idx). Only the formation's own
+-- (its owner's, as schedulerd_create_sysbatch_jobs makes them): a job another
+-- role inserted into it, pinned to a host, does not take that host's run.
+select j.id, j.pinned_host::text as host_id, j.state = 'pending' and j.desired_state = 'run' as pending,
+       exists (select 1 from pgfleet.hosts h where h.id = j.pinned_host) as host_exists
+  from pgfleet.formations f
+  join pgfleet.jobs j on j.formation = f.name and j.pinned_host is not null and j.owner = f.owner
+ where f.id = $1 and j.created_at >= f.created_at;
+
+-- name: schedulerd_create_sysbatch_jobs
+-- One job pinned to each host of $2 (placement::ReconcileSysbatch checked
+-- that none of them had one); none once the formation is done.
+select pgfleet.insert_replicas($1, 'sysbatch', $2::text[]) as created;
 
 -- name: schedulerd_create_replicas
 select pgfleet.create_replicas($1, $2) as created;

@@ -14,7 +14,10 @@ comment on function pgfleet.template_columns() is
 
 -- The one insert of replicas from a formation's template: one row per
 -- element of p_pins, pinned to that host (null: not pinned), for a
--- formation of kind p_kind.
+-- formation of kind p_kind. max_attempts is the formation's (a sysbatch
+-- job's retries; replicas of services and system formations restart
+-- regardless of it). A formation marked done (only a sysbatch one can be)
+-- makes none, however it was read before.
 create or replace function pgfleet.insert_replicas(p_formation integer, p_kind text, p_pins text[])
 returns integer
 language plpgsql as $$
@@ -25,9 +28,10 @@ begin
     return 0;
   end if;
   execute format(
-    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, version, %1$s)
-     select f.name, f.owner, f.privileged, h, f.version, %2$s from pgfleet.formations f, unnest($2) h
-      where f.id = $1 and f.kind = $3',
+    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, max_attempts, version, %1$s)
+     select f.name, f.owner, f.privileged, h, f.max_attempts, f.version, %2$s
+       from pgfleet.formations f, unnest($2) h
+      where f.id = $1 and f.kind = $3 and f.done_at is null',
     (select string_agg(quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c),
     (select string_agg('f.' || quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c))
   using p_formation, p_pins, p_kind;
@@ -35,7 +39,7 @@ begin
   return v_created;
 end $$;
 comment on function pgfleet.insert_replicas(integer, text, text[]) is
-  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()), of its current version, for each element of p_pins, pinned to that host when not null; returns how many. Used by create_replicas and create_system_replicas.';
+  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()) for each element of p_pins, pinned to that host when not null, with the formation''s max_attempts and current version; returns how many. Used by create_replicas, create_system_replicas and, for a sysbatch formation''s jobs, by schedulers (schedulerd_create_sysbatch_jobs) directly.';
 
 create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
 returns integer
@@ -68,4 +72,4 @@ language sql stable security definer set search_path = pgfleet, pg_temp as $$
    order by h.id
 $$;
 comment on function pgfleet.system_hosts(integer) is
-  'The hosts a system formation runs one replica on: up (not draining, offline or lost), admitted, with every label of its constraints, and isolating jobs unless the formation is privileged.';
+  'The hosts a system formation runs one replica on (and a sysbatch formation one job on): up (not draining, offline or lost), admitted, with every label of its constraints, and isolating jobs unless the formation is privileged.';

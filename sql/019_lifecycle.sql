@@ -34,6 +34,41 @@ end $$;
 comment on function pgfleet.delete_formation(text) is
   'Operator control: stops the formation''s live jobs (service replicas included) and deletes it. Its finished jobs and events stay (the row is kept, marked deleted_at, until retention prunes the last of them); it takes no new jobs until created again.';
 
+-- A sysbatch formation is done when its owner (or an operator) says so:
+-- hosts that join from then on get no job of it; the jobs it has made run
+-- to completion. Marking it done again changes nothing and answers when it
+-- was first marked.
+create or replace function pgfleet.formation_done(p_name text) returns timestamptz
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
+declare
+  f pgfleet.formations;
+begin
+  -- The formation's scheduling lock first (as a pass takes it, before any
+  -- row): a pass under way ends first, and every later one sees done_at, so
+  -- no job is made after this commits.
+  perform pg_advisory_xact_lock(pgfleet.lock_class(), id)
+     from pgfleet.formations where name = p_name and deleted_at is null;
+  select * into f from pgfleet.formations where name = p_name and deleted_at is null for update;
+  if not found then
+    raise exception 'no formation named %', p_name using errcode = 'no_data_found';
+  end if;
+  if f.owner <> pgfleet.caller() and not pgfleet.has_role(pgfleet.caller(), 'pgfleet_operator') then
+    raise exception 'formation % is owned by %: only its owner or a pgfleet_operator may mark it done (% is neither)',
+      p_name, f.owner, pgfleet.caller() using errcode = 'insufficient_privilege';
+  end if;
+  if f.kind <> 'sysbatch' then
+    raise exception 'formation % is a % formation: only a sysbatch formation can be marked done', p_name, f.kind
+      using errcode = 'wrong_object_type', column = 'kind';
+  end if;
+  if f.done_at is null then
+    update pgfleet.formations set done_at = now(), updated_at = now() where id = f.id
+    returning done_at into f.done_at;
+  end if;
+  return f.done_at;
+end $$;
+comment on function pgfleet.formation_done(text) is
+  'Marks sysbatch formation p_name done (formations.done_at): hosts that join or become eligible from now on get no job of it; the jobs it already made run to completion. Only its owner or a pgfleet_operator may; refused for another kind of formation. Returns when it was marked done (the first time, if it already was).';
+
 create or replace function pgfleet.remove_host(p_host text) returns void
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare

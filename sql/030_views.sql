@@ -77,7 +77,16 @@ select f.id,
        f.name,
        f.kind,
        case when f.kind = 'service' then f.replicas
-            when f.kind = 'system' then (select count(*) from pgfleet.system_hosts(f.id)) end as desired,
+            when f.kind = 'system' then (select count(*) from pgfleet.system_hosts(f.id))
+            -- a sysbatch formation: a run on each host it has run on since it
+            -- was (re)created, and on each eligible host while not done
+            when f.kind = 'sysbatch' then
+              (select count(*) from (select p.pinned_host::text from pgfleet.jobs p
+                                      where p.formation = f.name and p.pinned_host is not null
+                                        and p.owner = f.owner and p.created_at >= f.created_at
+                                     union
+                                     select h from pgfleet.system_hosts(f.id) h
+                                      where f.done_at is null) runs) end as desired,
        f.spread,
        count(j.id) filter (where j.state = 'pending') as pending,
        count(j.id) filter (where j.state = 'assigned') as assigned,
@@ -85,14 +94,16 @@ select f.id,
        count(j.id) filter (where j.state = 'succeeded') as succeeded,
        count(j.id) filter (where j.state = 'failed') as failed,
        count(j.id) filter (where j.state = 'cancelled') as cancelled,
+       f.done_at,
        f.version,
        (select r.state from pgfleet.rollouts r where r.formation_id = f.id
          order by r.id desc limit 1) as rollout
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas, f.spread, f.version;
-comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed), jobs by state, its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
+ group by f.id, f.name, f.kind, f.replicas, f.spread, f.done_at, f.created_at, f.version;
+comment on view pgfleet.formation_status is
+  'Per formation in use (not deleted): desired (a service''s replicas; a system formation''s eligible hosts; a sysbatch formation''s runs: the hosts it has run on, and while not done every eligible host; null for batch), its spread (null: packed), jobs by state, done_at (a sysbatch formation marked done: pgfleet.formation_done), its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

@@ -164,7 +164,8 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
   if (!job.pinned_host.empty() && matching.empty()) {
     // Its host is not in the snapshot now (late heartbeat, suspended): it
     // waits for that host; the system formation's reconcile stops it if the
-    // host leaves for good.
+    // host leaves for good (a sysbatch job's cancels it once the host is
+    // removed).
     return {job.id, "waiting for its host " + job.pinned_host, false};
   }
   if (matching.empty()) {

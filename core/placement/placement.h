@@ -39,7 +39,8 @@ struct JobRequest {
   // other value is a host label key, and they spread over its values (hosts
   // without the label share the value "") as evenly as capacity allows.
   std::string spread;
-  // A system formation's replica: the one host it may run on ("": any).
+  // A system formation's replica or a sysbatch formation's job: the one host
+  // it may run on ("": any).
   std::string pinned_host;
 };
 

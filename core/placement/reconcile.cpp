@@ -87,4 +87,22 @@ SystemReconcile ReconcileSystem(const std::vector<std::string>& eligible,
   return out;
 }
 
+SysbatchReconcile ReconcileSysbatch(const std::vector<std::string>& eligible,
+                                    const std::vector<SysbatchJobView>& jobs, bool done) {
+  std::set<std::string> had_one;
+  SysbatchReconcile out;
+  for (const auto& j : jobs) {
+    had_one.insert(j.host);
+    if (j.pending && !j.host_exists) out.to_cancel.push_back(j.id);
+  }
+  if (!done) {
+    const std::set<std::string> hosts(eligible.begin(), eligible.end());
+    for (const auto& host : hosts) {
+      if (!had_one.count(host)) out.create_on.push_back(host);
+    }
+  }
+  std::sort(out.to_cancel.begin(), out.to_cancel.end());
+  return out;
+}
+
 }  // namespace pgfleet::placement

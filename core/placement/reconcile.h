@@ -1,6 +1,8 @@
 #pragma once
-// The pure service reconciler: desired replicas vs the replicas that exist
-// -> how many to create and which to stop. No database, no clock.
+// The pure reconcilers: a service's desired replicas vs the replicas that
+// exist -> how many to create and which to stop; a system formation's and a
+// sysbatch formation's eligible hosts vs their jobs -> where to create one
+// and which to stop. No database, no clock.
 //
 // A replica is "live" while it is pending, assigned or running with
 // desired_state 'run'. Replicas on a draining or offline host are replaced
@@ -49,5 +51,29 @@ struct SystemReconcile {
 // labels changed) is stopped.
 SystemReconcile ReconcileSystem(const std::vector<std::string>& eligible,
                                 const std::vector<ReplicaView>& live);
+
+// One job of a sysbatch formation, in any state (pending, assigned, running,
+// succeeded, failed, cancelled), as its pass reads it.
+struct SysbatchJobView {
+  int64_t id = 0;
+  std::string host;          // the host it is pinned to
+  bool pending = false;      // pending with desired_state 'run': it has not run yet
+  bool host_exists = false;  // its host still has a row (not removed)
+};
+
+struct SysbatchReconcile {
+  std::vector<std::string> create_on;  // eligible hosts that never had a job of it
+  std::vector<int64_t> to_cancel;      // pending jobs whose host was removed
+};
+
+// A sysbatch formation: one job per (formation, host) for the formation's
+// life. Every host of `eligible` (host ids) that has no job in `jobs`, in
+// whatever state, gets one, unless the formation is `done`; a host that
+// already had one never gets a second (its retries are that job's
+// attempts). A job that has not run waits for its host while the host exists
+// (draining, offline, lost: placement says "waiting for its host h3") and is
+// cancelled once the host is removed, done or not. Both lists are sorted.
+SysbatchReconcile ReconcileSysbatch(const std::vector<std::string>& eligible,
+                                    const std::vector<SysbatchJobView>& jobs, bool done);
 
 }  // namespace pgfleet::placement

@@ -35,6 +35,7 @@ class FakeFleet : public PassStore {
     std::map<int64_t, store::PendingJob> pending;  // job id -> job (by id = priority order here)
     std::map<std::string, Host> hosts;
     std::vector<placement::ReplicaView> replicas;
+    std::vector<placement::SysbatchJobView> sysbatch_jobs;  // every state
     std::map<int64_t, std::string> assigned;  // job id -> host id
     std::vector<std::pair<std::vector<int64_t>, std::string>> stops;
     int64_t next_id = 1000;
@@ -109,6 +110,22 @@ class FakeFleet : public PassStore {
       AddJob(id, 100, 64);
       s.pending[id].request.pinned_host = h;
       s.replicas.push_back({id, model::ReplicaState::kPending, false, "", "", h, version});
+    }
+    return static_cast<int>(hosts.size());
+  }
+  std::vector<placement::SysbatchJobView> SysbatchJobs(int) override {
+    InTx();
+    return s.sysbatch_jobs;
+  }
+  // As schedulerd_create_sysbatch_jobs: none once the formation is done.
+  int CreateSysbatchJobs(int, const std::vector<std::string>& hosts) override {
+    InTx();
+    if (shape.done) return 0;
+    for (const auto& h : hosts) {
+      int64_t id = s.next_id++;
+      AddJob(id, 100, 64);
+      s.pending[id].request.pinned_host = h;
+      s.sysbatch_jobs.push_back({id, h, true, s.hosts.count(h) > 0});
     }
     return static_cast<int>(hosts.size());
   }

@@ -41,6 +41,7 @@ const std::vector<HelpCase>& Cases() {
       {"formation", {"formation", "--help"}},
       {"formation-create", {"formation", "create", "--help"}},
       {"formation-scale", {"formation", "scale", "--help"}},
+      {"formation-done", {"formation", "done", "--help"}},
       {"formation-delete", {"formation", "delete", "--help"}},
       {"formation-list", {"formation", "list", "--help"}},
       {"formation-update", {"formation", "update", "--help"}},

@@ -224,6 +224,54 @@ TEST(CliQueriesTest, FormationTemplateCarriesEveryRunFieldToItsReplicas) {
                       "stop_grace_seconds) from pgfleet.jobs where formation = 'web'"));
 }
 
+// A sysbatch formation deleted and created again is a new one: not done,
+// and the hosts its first life ran on get a job again.
+TEST(CliQueriesTest, ASysbatchFormationCreatedAgainRunsAgainOnEveryHost) {
+  TestDatabase db;
+  db.Scalar(
+      "select pgfleet.register_host('h1', 'http://127.0.0.1:1', 1000, 1000, '{}', 'process', "
+      "null)");
+  auto conn = CliConnection(db);
+  cli::NewFormation f;
+  f.name = "upgrade";
+  f.kind = "sysbatch";
+  f.job.command = {"true"};
+  f.job.max_attempts = 2;
+  int id;
+  {
+    pqxx::work tx(*conn);
+    id = cli::CreateFormation(tx, f);
+    tx.commit();
+  }
+  const std::string ids = "array['h1']";
+  EXPECT_EQ("1", db.Scalar("select pgfleet.insert_replicas(" + std::to_string(id) +
+                           ", 'sysbatch', " + ids + ")"));
+  EXPECT_EQ("2", db.Scalar("select max_attempts from pgfleet.jobs where formation = 'upgrade'"));
+  {
+    pqxx::work tx(*conn);
+    EXPECT_FALSE(cli::FormationDone(tx, "upgrade").empty());
+    EXPECT_NE(std::string::npos, cli::DeleteFormation(tx, "upgrade").find("history kept"));
+    tx.commit();
+  }
+  EXPECT_EQ("1", db.Scalar("select count(*) from pgfleet.jobs where formation = 'upgrade'"
+                           " and state = 'cancelled'"));
+  {
+    pqxx::work tx(*conn);
+    EXPECT_EQ(id, cli::CreateFormation(tx, f));
+    tx.commit();
+  }
+  EXPECT_EQ("", db.Scalar("select done_at from pgfleet.formations where name = 'upgrade'"));
+  EXPECT_EQ("1", db.Scalar("select desired from pgfleet.formation_status where name = 'upgrade'"))
+      << "h1 again";
+  {
+    pqxx::work tx(*conn);
+    cli::FormationDone(tx, "upgrade");
+    tx.commit();
+  }
+  EXPECT_EQ("0", db.Scalar("select desired from pgfleet.formation_status where name = 'upgrade'"))
+      << "done in its second life before running: its first life's job does not count";
+}
+
 TEST(CliQueriesTest, HostsShowLateHeartbeatsAndDrainSetsTheState) {
   TestDatabase db;
   auto conn = CliConnection(db);

@@ -109,14 +109,15 @@ TEST(Constants, JobColumnDefaultsEqualTheCppJobSpecDefaults) {
     SCOPED_TRACE(column);
     ASSERT_EQ(jobs.count(column), 1u) << "pgfleet.jobs." << column << " has no default";
     EXPECT_EQ(jobs[column], value);
-    if (formations.count(column)) {  // the service template's columns
+    if (formations.count(column)) {  // the template's columns, and a sysbatch job's max_attempts
       EXPECT_EQ(formations[column], value);
       ++template_columns;
     }
   }
   // cpu, memory, env, constraints, priority, network, pids_max, cpu_hard_limit,
-  // stop_grace_seconds (rootfs and run_as have no default: null)
-  EXPECT_EQ(template_columns, 9);
+  // stop_grace_seconds (rootfs and run_as have no default: null), and
+  // max_attempts (migration 0030: a sysbatch formation's jobs take it)
+  EXPECT_EQ(template_columns, 10);
 }
 
 }  // namespace
