@@ -200,6 +200,41 @@ TEST_F(RolloutTest, TwoSchedulersNeverRunAStepTwiceAndOneKilledMidwayLeavesItToT
   EXPECT_EQ(0, db_.AttemptsWithRepeated("running"));
 }
 
+TEST_F(RolloutTest, ASystemFormationReplacesItsReplicasOneHostAtATime) {
+  cluster_.StartScheduler("s1");
+  for (const char* h : {"h1", "h2", "h3"}) cluster_.StartHost(h, 1000, 1000);
+  ASSERT_TRUE(cluster_.WaitHostsUp(3)) << cluster_.Logs();
+  auto r = cluster_.Cli({"formation", "create", "agent", "--kind", "system", "--max-parallel", "1",
+                         "--min-healthy-time", "1s", "--stop-grace", "1", "--", "sleep", "300"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string healthy_hosts =
+      "select count(distinct j.host_id) from pgfleet.jobs j where j.formation = 'agent'"
+      " and pgfleet.replica_healthy_since(j) is not null";
+  ASSERT_TRUE(WaitFor([&] { return db_.Count(healthy_hosts) == 3; }, 30s)) << cluster_.Logs();
+  r = cluster_.Cli({"formation", "update", "agent", "--", "sleep", "301"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string state =
+      "select state from pgfleet.rollout_status where formation = 'agent' order by rollout desc "
+      "limit 1";
+  long long fewest = 3;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        fewest = std::min(fewest, db_.Count(healthy_hosts));
+        return db_.Scalar(state) == "succeeded";
+      },
+      90s))
+      << db_.Scalar(state) << cluster_.Logs();
+  EXPECT_GE(fewest, 2) << "max_parallel 1: one host at a time without a healthy replica";
+  EXPECT_EQ(3,
+            db_.Count("select count(*) from pgfleet.jobs where formation = 'agent' and version = 2"
+                      " and state = 'running' and desired_state = 'run'"));
+  EXPECT_EQ(3,
+            db_.Count("select count(distinct host_id) from pgfleet.jobs where formation = 'agent'"
+                      " and version = 2 and state = 'running'"));
+  EXPECT_EQ(3, db_.Count("select count(*) from pgfleet.job_events where kind = 'stop_requested'"
+                         " and detail = 'replaced by version 2'"));
+}
+
 TEST_F(RolloutTest, BadUpdatesAreRefusedNamingTheFieldAndChangeNothing) {
   auto r = cluster_.Cli(
       {"formation", "create", "web", "--kind", "service", "--replicas", "1", "--", "sleep", "300"});
