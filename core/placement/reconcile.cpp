@@ -35,10 +35,13 @@ ReconcileResult ReconcileService(int desired, const std::vector<ReplicaView>& li
   }
 
   // Replicas on leaving hosts: those not serving yet go at once (a replacement
-  // is already counted above); running ones go only as replacements run, so
-  // never fewer than `desired` replicas serve during a drain.
+  // is already counted above); running ones go only as replacements are
+  // healthy (for min_healthy_time), so never fewer than `desired` healthy
+  // replicas serve during a drain.
   int staying_running = 0;
-  for (const auto& r : staying) staying_running += r.state == model::ReplicaState::kRunning ? 1 : 0;
+  for (const auto& r : staying) {
+    staying_running += r.state == model::ReplicaState::kRunning && r.healthy ? 1 : 0;
+  }
   staying_running = std::min(staying_running, desired);
   std::vector<ReplicaView> leaving_running;
   std::sort(leaving.begin(), leaving.end(), StopsBefore);

@@ -34,6 +34,8 @@ struct ReconcileResult {
   std::vector<int64_t> to_stop;  // replicas to stop, in the order to stop them
 };
 
+// A replica on a leaving host is stopped only once a replacement is healthy
+// (ReplicaView::healthy), not merely running.
 // Scale-down stops the least useful surplus first: pending, then assigned,
 // then running, newest (highest id) first within each, keeping the oldest,
 // proven replicas. `desired` < 0 is treated as 0.

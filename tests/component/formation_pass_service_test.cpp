@@ -38,10 +38,10 @@ TEST_F(FormationPassTest, AServiceScaledDownStopsItsSurplusSayingWhy) {
 TEST_F(FormationPassTest, AReplicaMovedOffALeavingHostSaysWhichHost) {
   fleet_.shape = {true, 2, "web"};
   fleet_.AddHost("h2", 10000, 10000);
-  // Replica 1 is on a draining host; its replacement (3) already runs.
+  // Replica 1 is on a draining host; its replacement (3) already runs, healthy.
   fleet_.s.replicas = {{1, model::ReplicaState::kRunning, true, "h1", "draining"},
-                       {2, model::ReplicaState::kRunning, false, "h2", "up"},
-                       {3, model::ReplicaState::kRunning, false, "h2", "up"}};
+                       {2, model::ReplicaState::kRunning, false, "h2", "up", "", 0, true},
+                       {3, model::ReplicaState::kRunning, false, "h2", "up", "", 0, true}};
   Run();
   ASSERT_EQ(1u, fleet_.s.stops.size());
   EXPECT_EQ(std::vector<int64_t>{1}, fleet_.s.stops[0].first);

@@ -5,8 +5,12 @@
 namespace pgfleet::placement {
 namespace {
 
+// A running replica is healthy here (ReconcileService counts healthy ones
+// as serving); RUnhealthy makes one that runs but is not.
 ReplicaView R(int64_t id, const std::string& state, bool leaving = false) {
-  return {id, model::ParseReplicaState(state).value(), leaving};
+  ReplicaView r{id, model::ParseReplicaState(state).value(), leaving};
+  r.healthy = r.state == model::ReplicaState::kRunning;
+  return r;
 }
 
 TEST(ReconcileService, CreatesMissingReplicas) {
@@ -58,6 +62,16 @@ TEST(ReconcileService, DrainStopsLeavingReplicasAsReplacementsRun) {
   live = {R(1, "running", true), R(4, "running"), R(5, "running"), R(6, "running")};
   r = ReconcileService(3, live);
   EXPECT_EQ((std::vector<int64_t>{1}), r.to_stop);
+}
+
+TEST(ReconcileService, DrainWaitsForAReplacementToBeHealthyNotJustRunning) {
+  std::vector<ReplicaView> live = {R(1, "running", true), R(2, "running")};
+  live[1].healthy = false;  // started, checks not passed (or not for min_healthy_time)
+  auto r = ReconcileService(1, live);
+  EXPECT_EQ(0, r.to_create);
+  EXPECT_TRUE(r.to_stop.empty()) << "the leaving replica still serves alone";
+  live[1].healthy = true;
+  EXPECT_EQ((std::vector<int64_t>{1}), ReconcileService(1, live).to_stop);
 }
 
 TEST(ReconcileService, LeavingReplicasThatDoNotServeYetGoAtOnce) {
