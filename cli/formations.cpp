@@ -14,6 +14,7 @@ namespace {
 // Every flag `formation` takes (each subcommand accepts them all).
 struct FormationFlags {
   std::vector<std::string> pos, envs, constraints;
+  HealthFlags health;
   NewFormation f;
 };
 
@@ -38,7 +39,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
         "(evenly over its values); default: packed onto the fewest hosts");
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
-    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
+    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints, &flags->health);
   }
   cmd.Positional("args", &flags->pos);
 }
@@ -61,9 +62,12 @@ int List(pqxx::connection& conn, bool as_json) {
   for (auto& x : out) {
     table.push_back({x["name"].get<std::string>(), x["kind"].get<std::string>(),
                      x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
-                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump()});
+                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump(),
+                     HealthCounts(x)});
   }
-  PrintTable({"NAME", "KIND", "DESIRED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"}, table);
+  PrintTable(
+      {"NAME", "KIND", "DESIRED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "HEALTHY/UNHEALTHY"},
+      table);
   return kExitOk;
 }
 
@@ -98,7 +102,7 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
     throw UsageError("a " + f.kind + " formation needs a command after --");
   // The rules apply to the template as to a job; a batch template may have no command.
   f.job.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
-  CompleteSpec(flags->envs, flags->constraints, &f.job);
+  CompleteSpec(flags->envs, flags->constraints, flags->health, &f.job);
   f.job.command = command;
 }
 

@@ -84,12 +84,16 @@ select f.id,
        count(j.id) filter (where j.state = 'running') as running,
        count(j.id) filter (where j.state = 'succeeded') as succeeded,
        count(j.id) filter (where j.state = 'failed') as failed,
-       count(j.id) filter (where j.state = 'cancelled') as cancelled
+       count(j.id) filter (where j.state = 'cancelled') as cancelled,
+       -- live replicas by what their health checks found (jobs.health)
+       count(j.id) filter (where j.state in ('assigned', 'running') and j.health = 'healthy') as healthy,
+       count(j.id) filter (where j.state in ('assigned', 'running') and j.health = 'unhealthy') as unhealthy,
+       f.health_check is not null as health_checked
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas, f.spread;
-comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed) and jobs by state.';
+ group by f.id, f.name, f.kind, f.replicas, f.spread, f.health_check;
+comment on view pgfleet.formation_status is 'Per formation in use (not deleted): desired replicas, its spread (null: packed), jobs by state, and of its live (assigned or running) replicas how many are healthy and unhealthy (jobs.health); health_checked: whether its template has a health check.';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

@@ -268,7 +268,11 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   if (exited) {
     util::MutexLock lock(mu_);
     fence_killed = !rec->kill_reason.empty();
-    if (fence_killed) error = rec->kill_reason;
+    if (fence_killed) {
+      error = rec->kill_reason;
+    } else if (!rec->stop_reason.empty()) {
+      error = rec->stop_reason;  // stopped by hostd for failing its health checks
+    }
   }
   // Killed by the self-fence: lost with its host, whatever its exit status.
   model::Report report = fence_killed ? model::Report::Lost(rec->job_id, rec->attempt, error)
