@@ -36,9 +36,9 @@ void PrintJobTable(const std::vector<JobRow>& jobs) {
 // inspect's text form: what a reader asks first (state, exit, error), then
 // the row's other fields by name, its events, its output tail.
 void PrintJobDocument(const json& job) {
-  static const std::vector<std::string> kFirst = {
-      "id",        "state",  "health", "health_at", "health_output",
-      "exit_code", "signal", "error",  "attempt",   "host_id"};
+  static const std::vector<std::string> kFirst = {"id",      "state",  "exit_code", "signal",
+                                                  "error",   "health", "health_at", "health_output",
+                                                  "attempt", "host_id"};
   auto print = [](const std::string& k, const json& v) {
     std::cout << k << ": " << Printable(v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
   };
