@@ -117,7 +117,7 @@ void HealthMonitor::Tick() {
     w.tracker.Started(now);
     // A thread per check: it may join the job's network namespace, which
     // then ends with it. It holds only what outlives the monitor.
-    std::thread([prober = prober_, results = results_, key, target = std::move(target)] {
+    std::thread([prober = prober_, results = results_, key = key, target = std::move(target)] {
       ProbeResult result;
       try {
         result = prober->Probe(target);
