@@ -156,6 +156,14 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
       return StartResult::kFailed;
     }
     records_[{job_id, attempt}] = rec;
+    // For a restarted hostd that re-attaches to it (Recover).
+    if (spec.health_check && runner_->RunsProcesses() &&
+        !attempt::WriteHealthCheck(rec->dir, *spec.health_check)) {
+      spdlog::warn(
+          "job={} attempt={} cannot record its health check in {}: a restarted hostd "
+          "will not check it",
+          job_id, attempt, rec->dir);
+    }
     if (refused) {
       *error = *refused;
       spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);

@@ -142,7 +142,9 @@ class Supervisor {
   };
   // Re-attaches to the attempts a previous hostd left in the data dir; call
   // once, before Start(). Attempts whose outcome was already delivered
-  // (MarkReported) are skipped. Defined in recovery.cpp.
+  // (MarkReported) are skipped. An adopted attempt's health check
+  // (attempt::kHealthCheckFile) runs again, its grace counted from now.
+  // Defined in recovery.cpp.
   RecoverSummary Recover();
   // Container driver: removes the cgroup of every attempt whose shim is gone
   // (killed before it could), then the per-host group if it is left empty.

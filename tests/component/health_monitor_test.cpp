@@ -1,14 +1,17 @@
 // hostd's health monitor (hostd/health/health_monitor.h) over a real
 // Supervisor running sim attempts (no process) and a scripted prober: a
 // report only when health changes, an unhealthy attempt stopped with its
-// exit report quoting the check, one check in flight per attempt.
+// exit report quoting the check, one check in flight per attempt; and the
+// check kept in an attempt's directory for a restarted hostd.
 
 #include "hostd/health/health_monitor.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -140,6 +143,36 @@ TEST_F(HealthMonitorTest, OneCheckInFlightPerReplicaAndAtMostMaxInFlightInAll) {
   // 4 s: each replica's first check took 2.5 s, so at most 3 + 2 started.
   EXPECT_LE(prober->calls_.load() + prober->in_flight_.load(), 6);
   for (int i = 0; i < 60 && monitor.InFlight() > 0; ++i) std::this_thread::sleep_for(100ms);
+}
+
+TEST(HealthCheckFile, KeptForARestartedHostdReadBackAndNeverThroughALink) {
+  char tmpl[] = "/tmp/pgfleet-health-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  EXPECT_FALSE(attempt::ReadHealthCheck(dir));  // none written: no check
+  model::HealthCheck c;
+  c.type = model::HealthCheckType::kHttp;
+  c.port = 8080;
+  c.path = "/healthz";
+  c.failure_threshold = 5;
+  ASSERT_TRUE(attempt::WriteHealthCheck(dir, c));
+  auto back = attempt::ReadHealthCheck(dir);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(model::ToJson(*back), model::ToJson(c));
+  const std::string file = dir + "/" + attempt::kHealthCheckFile;
+  // Garbage or a hostile check reads as none; a link is never followed.
+  for (const char* text : {"not json", R"({"type":"tcp","port":0})",
+                           "[[[[[[[[[[[[[[[[[[[[[["
+                           "[[[[[[[[[[[[[[[[[[[["}) {
+    std::ofstream(file) << text;
+    EXPECT_FALSE(attempt::ReadHealthCheck(dir)) << text;
+  }
+  unlink(file.c_str());
+  ASSERT_EQ(0, symlink("/etc/passwd", file.c_str()));
+  EXPECT_FALSE(attempt::ReadHealthCheck(dir));
+  EXPECT_FALSE(attempt::WriteHealthCheck(dir, c));
+  unlink(file.c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace

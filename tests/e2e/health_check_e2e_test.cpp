@@ -76,6 +76,36 @@ TEST(HealthCheckTest, ReplicaWhoseCheckStartsFailingIsRestartedQuotingIt) {
   EXPECT_NE(std::string::npos, inspect.out.find("health: healthy")) << inspect.out;
 }
 
+TEST(HealthCheckTest, ARestartedHostdChecksTheReplicasItReattachesTo) {
+  TestDatabase db;
+  Cluster cluster(db);
+  cluster.StartScheduler("s1");
+  Process& first = cluster.StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster.WaitHostsUp(1)) << cluster.Logs();
+  const std::string ready = cluster.dir() + "/ready";
+  std::ofstream(ready) << "yes\n";
+  ASSERT_EQ(0, cluster
+                   .Cli({"formation", "create", "web", "--kind", "service", "--replicas", "1",
+                         "--health-cmd", "test -f " + ready, "--health-interval", "1",
+                         "--health-threshold", "2", "--stop-grace", "1", "--", "sleep", "300"})
+                   .exit_code);
+  ASSERT_TRUE(WaitFor([&] { return db.Scalar(kHealth) == "healthy"; }, 30s)) << cluster.Logs();
+  first.Kill9();  // the replica runs on under its shim
+  cluster.StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster.Logs().find("re-attached to running job") != std::string::npos; }, 30s))
+      << cluster.Logs();
+  unlink(ready.c_str());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db.Count(
+                   "select count(*) from pgfleet.job_events where kind = 'requeued'"
+                   " and attempt = 1 and detail like 'health check failed 2 times%'") == 1;
+      },
+      30s))
+      << cluster.Logs();
+}
+
 TEST(HealthCheckTest, HealthyFleetOf20CheckedEverySecondWritesNoJobRowsFor5Seconds) {
   TestDatabase db;
   Cluster cluster(db);
