@@ -134,6 +134,46 @@ TEST(HealthCheckTest, HealthyFleetOf20CheckedEverySecondWritesNoJobRowsFor5Secon
   EXPECT_EQ("20", db.Scalar("select healthy from pgfleet.formation_status where name = 'web'"));
 }
 
+TEST(HealthCheckTest, HttpAndTcpChecksOfAProcessJobGoToTheHostsLoopback) {
+  TestDatabase db;
+  Cluster cluster(db);
+  cluster.StartScheduler("s1");
+  cluster.StartHost("h1", 4000, 4000);
+  ASSERT_TRUE(cluster.WaitHostsUp(1)) << cluster.Logs();
+  // A process job shares the host's network: hostd's own API (GET /health)
+  // stands in for the job's server; nothing listens on port 1.
+  const std::string url = db.Scalar("select api_url from pgfleet.hosts where id = 'h1'");
+  const std::string port = url.substr(url.rfind(':') + 1);
+  ASSERT_EQ(0, cluster
+                   .Cli({"formation", "create", "web", "--kind", "service", "--replicas", "1",
+                         "--health-http", port + "/health", "--health-interval", "1", "--", "sleep",
+                         "300"})
+                   .exit_code);
+  ASSERT_TRUE(WaitFor([&] { return db.Scalar(kHealth) == "healthy"; }, 30s)) << cluster.Logs();
+  EXPECT_NE(std::string::npos,
+            db.Scalar("select health_output from pgfleet.jobs where formation = 'web'")
+                .find("GET /health: HTTP/1."))
+      << db.Scalar("select health_output from pgfleet.jobs where formation = 'web'");
+  ASSERT_EQ(0, cluster
+                   .Cli({"formation", "create", "tcp", "--kind", "service", "--replicas", "1",
+                         "--health-tcp", "1", "--health-interval", "1", "--health-threshold", "1",
+                         "--stop-grace", "1", "--", "sleep", "300"})
+                   .exit_code);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return db.Count(
+                   "select count(*) from pgfleet.job_events e join pgfleet.jobs j on"
+                   " j.id = e.job_id where j.formation = 'tcp' and e.kind = 'requeued'"
+                   " and e.detail like 'health check failed 1 time: connect 127.0.0.1:1: "
+                   "Connection refused%'") >= 1;
+      },
+      30s))
+      << db.Scalar(
+             "select string_agg(kind || ': ' || coalesce(detail, ''), E'\\n' order by id)"
+             " from pgfleet.job_events")
+      << cluster.Logs();
+}
+
 TEST(HealthCheckTest, HollowHostsSimChecksPassAndCommandFalseFails) {
   TestDatabase db;
   Cluster cluster(db);
