@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include "cli/output.h"
 #include "cli/queries.h"
@@ -91,7 +92,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
 }
 
 void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
-                           std::vector<std::string>* constraints) {
+                           std::vector<std::string>* constraints, HealthFlags* health) {
   model::JobSpec& s = *spec;
   s.network.clear();  // unless given, the database's default (pgfleet.default_network)
   cmd.Options()("cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
@@ -112,11 +113,84 @@ void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::
       "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
       "stop-grace", po::value(&s.stop_grace_seconds),
       "seconds from SIGTERM to SIGKILL (default 10)");
+  HealthFlags& h = *health;
+  cmd.Options()("health-cmd", po::value(&h.cmd),
+                "health check: a command run inside the job, passing on exit 0 (words split at "
+                "spaces, or a JSON array)")("health-http", po::value(&h.http),
+                                            "health check: HTTP GET of PORT[/PATH] on the job's "
+                                            "loopback, passing on 2xx or 3xx")(
+      "health-tcp", po::value(&h.tcp), "health check: a TCP connect to PORT on the job's loopback")(
+      "health-interval", po::value<int>()->notifier([&h](int v) { h.interval = v; }),
+      "seconds between health checks (default 10)")(
+      "health-timeout", po::value<int>()->notifier([&h](int v) { h.timeout = v; }),
+      "seconds a health check may take (default 2)")(
+      "health-threshold", po::value<int>()->notifier([&h](int v) { h.threshold = v; }),
+      "failed checks in a row that make it unhealthy and restart it (default 3)")(
+      "health-grace", po::value<int>()->notifier([&h](int v) { h.grace = v; }),
+      "seconds after the start without checks (default 0)");
 }
 
+namespace {
+
+// The check the --health-* flags ask for, or none. Throws model::SpecError.
+std::optional<model::HealthCheck> HealthCheckOf(const HealthFlags& h) {
+  const int given = !h.cmd.empty() + !h.http.empty() + (h.tcp != 0);
+  if (given == 0) {
+    if (h.interval || h.timeout || h.threshold || h.grace) {
+      throw model::SpecError("health_check",
+                             "--health-interval, --health-timeout, --health-threshold and "
+                             "--health-grace need --health-cmd, --health-http or --health-tcp");
+    }
+    return std::nullopt;
+  }
+  if (given > 1) {
+    throw model::SpecError("health_check",
+                           "give one of --health-cmd, --health-http and --health-tcp");
+  }
+  nlohmann::json j = nlohmann::json::object();
+  if (!h.cmd.empty()) {
+    j["type"] = "command";
+    if (h.cmd[0] == '[') {
+      try {
+        j["command"] = nlohmann::json::parse(h.cmd);
+      } catch (const nlohmann::json::exception&) {
+        throw model::SpecError("health_check.command",
+                               "--health-cmd starting with [ must be a JSON array of strings");
+      }
+    } else {
+      std::vector<std::string> words;
+      std::istringstream in(h.cmd);
+      for (std::string w; in >> w;) words.push_back(w);
+      j["command"] = words;
+    }
+  } else if (!h.http.empty()) {
+    j["type"] = "http";
+    const size_t slash = h.http.find('/');
+    const std::string port = h.http.substr(0, slash);
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos) {
+      throw model::SpecError("health_check.port",
+                             "--health-http must be PORT[/PATH] (got \"" + h.http + "\")");
+    }
+    j["port"] = std::stoi(port);
+    if (slash != std::string::npos) j["path"] = h.http.substr(slash);
+  } else {
+    j["type"] = "tcp";
+    j["port"] = h.tcp;
+  }
+  if (h.interval) j["interval_seconds"] = *h.interval;
+  if (h.timeout) j["timeout_seconds"] = *h.timeout;
+  if (h.threshold) j["failure_threshold"] = *h.threshold;
+  if (h.grace) j["grace_seconds"] = *h.grace;
+  return model::ParseHealthCheck(j);
+}
+
+}  // namespace
+
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
-                  model::JobSpec* spec) {
+                  const HealthFlags& health, model::JobSpec* spec) {
   try {
+    spec->health_check = HealthCheckOf(health);
     for (const auto& e : envs) spec->env.insert(model::ParseKeyValue("--env", e));
     for (const auto& c : constraints) {
       spec->constraints.insert(model::ParseKeyValue("--constraint", c));

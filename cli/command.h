@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
@@ -107,17 +108,28 @@ class Command {
 std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
     const std::vector<std::string>& args);
 
-// Adds the --env and --constraint KEY=VALUE words to *spec, then checks every
-// rule of the spec; a bad word or a broken rule is a UsageError.
+// The --health-* flags as given: one of --health-cmd, --health-http,
+// --health-tcp makes the check; the others tune it (model/health_check.h).
+struct HealthFlags {
+  std::string cmd;   // "test -f /ready" (split at spaces) or a JSON array of strings
+  std::string http;  // PORT[/PATH]
+  int tcp = 0;
+  std::optional<int> interval, timeout, threshold, grace;
+};
+
+// Adds the --env and --constraint KEY=VALUE words and the health check to
+// *spec, then checks every rule of the spec; a bad word or a broken rule is a
+// UsageError.
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
-                  model::JobSpec* spec);
+                  const HealthFlags& health, model::JobSpec* spec);
 
 // The flags that say how a job runs (cpu, memory, env, constraint, priority,
-// rootfs, user, network, pids-max, cpu-hard-limit, stop-grace), shared by
-// `run` and `formation create` (a formation's template is a whole job).
-// --env and --constraint words go to *envs and *constraints (CompleteSpec).
+// rootfs, user, network, pids-max, cpu-hard-limit, stop-grace, health-*),
+// shared by `run` and `formation create` (a formation's template is a whole
+// job). --env and --constraint words go to *envs and *constraints, the
+// health flags to *health (CompleteSpec).
 void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
-                           std::vector<std::string>* constraints);
+                           std::vector<std::string>* constraints, HealthFlags* health);
 
 // A JOB argument; throws UsageError unless it is a positive integer.
 int64_t ParseJobId(const std::string& s);

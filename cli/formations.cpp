@@ -17,6 +17,7 @@ namespace {
 // Every flag `formation` takes (each subcommand accepts them all).
 struct FormationFlags {
   std::vector<std::string> pos, envs, constraints;
+  HealthFlags health;
   NewFormation f;
   RolloutFlags rollout;
 };
@@ -55,7 +56,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
     AddRolloutOptions(cmd, &flags->rollout);
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
-    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints);
+    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints, &flags->health);
   }
   cmd.Positional("args", &flags->pos);
 }
@@ -82,9 +83,12 @@ int List(pqxx::connection& conn, bool as_json) {
     if (x.contains("done_at") && !x["done_at"].is_null()) kind += " (done)";
     table.push_back({x["name"].get<std::string>(), kind,
                      x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
-                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump()});
+                     x["running"].dump(), x["succeeded"].dump(), x["failed"].dump(),
+                     HealthCounts(x)});
   }
-  PrintTable({"NAME", "KIND", "DESIRED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED"}, table);
+  PrintTable(
+      {"NAME", "KIND", "DESIRED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "HEALTHY/UNHEALTHY"},
+      table);
   return kExitOk;
 }
 
@@ -119,7 +123,7 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
     throw UsageError("a " + f.kind + " formation needs a command after --");
   // The rules apply to the template as to a job; a batch template may have no command.
   f.job.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
-  CompleteSpec(flags->envs, flags->constraints, &f.job);
+  CompleteSpec(flags->envs, flags->constraints, flags->health, &f.job);
   f.job.command = command;
 }
 

@@ -22,12 +22,13 @@ void PrintJobTable(const std::vector<JobRow>& jobs) {
     std::string cmd = j.command;
     if (cmd.size() > 40) cmd = cmd.substr(0, 37) + "...";
     table.push_back({std::to_string(j.id), j.formation, std::string(model::ToString(j.state)),
-                     std::to_string(j.attempt), j.host_id, std::to_string(j.cpu) + "m",
-                     std::to_string(j.memory) + "Mi", Dash(j.cpu_used), Dash(j.memory_used),
-                     j.created, cmd, j.error});
+                     Dash(j.health), std::to_string(j.attempt), j.host_id,
+                     std::to_string(j.cpu) + "m", std::to_string(j.memory) + "Mi", Dash(j.cpu_used),
+                     Dash(j.memory_used), j.created, cmd, j.error});
   }
   // CPU and MEMORY: what the job asked for; USED: what it uses now.
-  PrintTable({"ID", "FORMATION", "STATE", "ATTEMPT", "HOST", "CPU", "MEMORY", "CPU USED",
+  // HEALTH: what its health checks found ("-": it has none).
+  PrintTable({"ID", "FORMATION", "STATE", "HEALTH", "ATTEMPT", "HOST", "CPU", "MEMORY", "CPU USED",
               "MEM USED", "CREATED", "COMMAND", "REASON"},
              table);
 }
@@ -35,8 +36,9 @@ void PrintJobTable(const std::vector<JobRow>& jobs) {
 // inspect's text form: what a reader asks first (state, exit, error), then
 // the row's other fields by name, its events, its output tail.
 void PrintJobDocument(const json& job) {
-  static const std::vector<std::string> kFirst = {"id",    "state",   "exit_code", "signal",
-                                                  "error", "attempt", "host_id"};
+  static const std::vector<std::string> kFirst = {"id",      "state",  "exit_code", "signal",
+                                                  "error",   "health", "health_at", "health_output",
+                                                  "attempt", "host_id"};
   auto print = [](const std::string& k, const json& v) {
     std::cout << k << ": " << Printable(v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
   };

@@ -71,4 +71,10 @@ void PrintJson(const nlohmann::json& j) {
   std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+std::string HealthCounts(const nlohmann::json& f) {
+  if (!f.value("health_checked", false)) return "-";
+  return f.value("healthy", nlohmann::json(0)).dump() + "/" +
+         f.value("unhealthy", nlohmann::json(0)).dump();
+}
+
 }  // namespace pgfleet::cli

@@ -25,4 +25,8 @@ void PrintJson(const nlohmann::json& j);
 std::string Printable(const std::string& s, bool keep_lines = false);
 void SetRawOutput(bool raw);
 
+// A formation_status row's "healthy/unhealthy" live replicas, "-" for a
+// formation without a health check.
+std::string HealthCounts(const nlohmann::json& formation_status);
+
 }  // namespace pgfleet::cli

@@ -34,13 +34,22 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kPromote,          &kFormationStatus,  &kRollouts});
 }
 
+namespace {
+// The spec's health check as a jsonb parameter; null for none.
+std::optional<std::string> HealthCheckParam(const model::JobSpec& s) {
+  if (!s.health_check) return std::nullopt;
+  return model::ToJson(*s.health_check).dump();
+}
+}  // namespace
+
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                const std::string& idempotency_key) {
   return db::Exec1(tx, kSubmit, db::ArrayParam(s.command), s.formation, s.cpu, s.memory,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
-                   s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp)["id"]
+                   s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
+                   HealthCheckParam(s))["id"]
       .as<int64_t>();
 }
 
@@ -130,6 +139,7 @@ std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter
     j.host_id = r["host_id"].as<std::string>();
     j.cpu = r["cpu"].as<int>();
     j.memory = r["memory"].as<int>();
+    j.health = r["health"].as<std::string>();
     j.created = r["created"].as<std::string>();
     j.command = r["command"].as<std::string>();
     j.error = r["error"].as<std::string>();
@@ -226,7 +236,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
                s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-               db::NullIfEmpty(f.spread), s.max_attempts);
+               db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s));
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

@@ -109,6 +109,8 @@ struct JobRow {
   // In use now (hostd --usage-interval): cores ("0.98") and "12.3Mi"; "" when
   // the job is not running or not measured yet.
   std::string cpu_used, memory_used;
+  // jobs.health (unknown, healthy, unhealthy); "" for a job without a health check.
+  std::string health;
   std::string json;  // the whole pgfleet.jobs row as a JSON object
 };
 std::vector<JobRow> ListJobs(pqxx::transaction_base& tx, const JobFilter& filter);

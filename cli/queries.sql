@@ -9,7 +9,8 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       idempotency_key => $9::text, rootfs => $10::text, run_as => $11::text,
                       network => $12::text, pids_max => $13::integer,
                       cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,
-                      disk => $16::integer, seccomp => $17::text)
+                      disk => $16::integer, seccomp => $17::text,
+                      health_check => $18::jsonb)
        as id;
 
 -- name: cli_job_progress
@@ -49,6 +50,8 @@ select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id
        array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,
        coalesce(to_char(j.cpu_used, 'FM9999990.00'), '') as cpu_used,
        coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
+       -- a job without a health check has no health to show
+       case when j.health_check is null then '' else j.health end as health,
        to_jsonb(j)::text as doc
   from pgfleet.visible_jobs j
  where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))
@@ -120,9 +123,9 @@ select pgfleet.scale($1, $2);
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
                                 cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
-                                max_attempts)
+                                max_attempts, health_check)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
-         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19)
+         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb)
  -- A deleted formation of that name (kept for its jobs' history) comes back,
  -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
@@ -133,6 +136,7 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
    seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
+   health_check = excluded.health_check,
    deleted_at = null, done_at = null, created_at = now(), updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;

@@ -20,6 +20,7 @@ struct RunRequest {
   std::string idempotency_key;
   bool wait = false;
   bool stop_on_interrupt = false;
+  HealthFlags health;
 };
 
 // Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.
@@ -27,7 +28,7 @@ void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs
                    std::vector<std::string>* constraints) {
   model::JobSpec& s = req->spec;
   cmd.Options()("formation", po::value(&s.formation), "formation (default: default)");
-  AddJobTemplateOptions(cmd, &s, envs, constraints);
+  AddJobTemplateOptions(cmd, &s, envs, constraints, &req->health);
   cmd.Options()("max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
       "idempotency-key", po::value(&req->idempotency_key),
       "submitting twice with one key creates one job")(
@@ -104,7 +105,7 @@ int CmdRun(const std::vector<std::string>& all_args) {
     throw UsageError("unexpected argument \"" + positional[0] + "\" before --");
   }
   req.spec.command = command;
-  CompleteSpec(envs, constraints, &req.spec);
+  CompleteSpec(envs, constraints, req.health, &req.spec);
 
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);

@@ -43,10 +43,10 @@ int CmdStatus(const std::vector<std::string>& args) {
     table.push_back({x["name"].get<std::string>(), x["kind"].get<std::string>(),
                      x["desired"].is_null() ? "-" : x["desired"].dump(), x["pending"].dump(),
                      x["assigned"].dump(), x["running"].dump(), x["succeeded"].dump(),
-                     x["failed"].dump(), x["cancelled"].dump()});
+                     x["failed"].dump(), x["cancelled"].dump(), HealthCounts(x)});
   }
   PrintTable({"FORMATION", "KIND", "DESIRED", "PENDING", "ASSIGNED", "RUNNING", "SUCCEEDED",
-              "FAILED", "CANCELLED"},
+              "FAILED", "CANCELLED", "HEALTHY/UNHEALTHY"},
              table);
   return kExitOk;
 }

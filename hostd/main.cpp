@@ -29,14 +29,15 @@
 #include "core/model/job_spec.h"
 #include "core/net/ticket.h"
 #include "core/util/text.h"
-#include "hostd/drivers/driver_factory.h"
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
 #include "hostd/attempt/collector.h"
 #include "hostd/attempt_runners.h"
 #include "hostd/drivers/container/container.h"
 #include "hostd/drivers/driver.h"
+#include "hostd/drivers/driver_factory.h"
 #include "hostd/fence/lease.h"
+#include "hostd/health/health_monitor.h"
 #include "hostd/hollow/hollow.h"
 #include "hostd/hollow/sim.h"
 #include "hostd/hostd_flags.h"
@@ -310,6 +311,16 @@ int RunHost(const pgfleet::daemon::Flags& flags, HostdFlags& f) {
                                ? pgfleet::hostd::SelfFenceAfter(config.host_ttl)
                                : std::chrono::milliseconds(0));
   RecoverAttempts(supervisor, id);
+  // Replicas' health checks (hostd/health/): sim jobs have no process to check.
+  std::shared_ptr<pgfleet::hostd::health::HealthProber> prober;
+  if (f.driver_name == pgfleet::hostd::kSimDriver) {
+    prober = std::make_shared<pgfleet::hostd::SimProber>();
+  } else {
+    prober = std::make_shared<pgfleet::hostd::health::JobProber>(
+        id, supervisor.capabilities().has_own_root);
+  }
+  pgfleet::hostd::health::HealthMonitor health_checks({&supervisor}, prober);
+  health_checks.Start();
   if (!f.self_fence)
     spdlog::warn(
         "host={} self-fence is off: jobs keep running when the database is "

@@ -61,7 +61,9 @@ begin
   ), assigned as (
     update pgfleet.jobs j
        set state = 'assigned', host_id = c.host_id, attempt = j.attempt + 1,
-           assigned_at = now(), started_at = null, pid = null, error = null
+           assigned_at = now(), started_at = null, pid = null, error = null,
+           -- a new attempt's health is not known yet
+           health = 'unknown', health_at = null, health_output = null
       from claimed c
      -- By primary key only: claimed locked these rows and saw them pending, and
      -- a state condition here let the planner scan the pending index once per
@@ -174,7 +176,7 @@ language sql stable as $$
     'pids_max', j.pids_max, 'cpu_hard_limit', j.cpu_hard_limit,
     'stop_grace_seconds', j.stop_grace_seconds, 'privileged', j.privileged,
     'log_max_files', j.log_max_files, 'log_max_file_mb', j.log_max_file_mb, 'disk', j.disk,
-    'seccomp', j.seccomp)
+    'seccomp', j.seccomp, 'health_check', j.health_check)
 $$;
 comment on function pgfleet.job_spec_json(pgfleet.jobs) is
   'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs), as json text: what the scheduler sends; pgfleet.job_spec is the same as jsonb.';

@@ -1,5 +1,5 @@
--- Reports from hosts: each attempt's running, exit, start failure or loss,
--- applied by report_jobs a whole batch at a time.
+-- Reports from hosts: each attempt's running, exit, start failure, loss or
+-- health, applied by report_jobs a whole batch at a time.
 
 create or replace function pgfleet.describe_exit(p_exit_code integer, p_signal integer,
                                                   p_oom boolean, p_error text)
@@ -71,6 +71,7 @@ comment on function pgfleet.state_after_exit(pgfleet.jobs, boolean, boolean) is
 --    "peak_memory_bytes":1,"cpu_seconds":0.1,"output_tail":"...","error":null}
 --   {"job":1,"attempt":1,"kind":"start_failed","error":"exec \"foo\": No such file"}
 --   {"job":1,"attempt":1,"kind":"lost","error":"..."}
+--   {"job":1,"attempt":1,"kind":"health","health":"unhealthy","output":"..."}
 -- Any of them may carry "uid" (jobs.uid as the host knows the attempt): it
 -- then applies only to the job of that uid.
 -- Each report is applied only if the attempt is still the job's current one on this
@@ -316,6 +317,73 @@ comment on function pgfleet.apply_reports(text, jsonb) is
   'Step of pgfleet.report_jobs: applies any batch of reports from host p_host but running reports alone, in two statements (lock the attempts; one update of the jobs, one insert of events, one update of the host); answers each report''s job, attempt, kind and acceptance in order, whether resources were freed, and the jobs changed.';
 revoke execute on function pgfleet.apply_reports(text, jsonb) from public;
 
+-- A batch's health reports (hostd sends one when an attempt's health
+-- changes: hostd/health/), applied before the rest of the batch, in one
+-- statement: lock the live attempts they name in id order, then write each
+-- attempt's last health report of the batch only where it changes the job's
+-- health, with a 'health' event quoting the check's output. A report of an
+-- attempt that is not the job's current one on this host (or of another
+-- uid) changes nothing and is refused; one that changes nothing writes
+-- nothing and is accepted, so a fleet whose health holds costs no writes.
+-- It takes no host row: applied first, it keeps the lock order (jobs before
+-- hosts) of the steps after it.
+create or replace function pgfleet.apply_health_reports(
+  p_host text, p_reports jsonb,
+  out job_ids bigint[], out attempts integer[], out kinds text[], out accepted boolean[],
+  out changed_jobs bigint[])
+language plpgsql as $$
+#variable_conflict use_column
+begin
+  with r as (
+    select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
+           t.e ->> 'health' as health, t.e ->> 'uid' as uid,
+           -- at most 4096 bytes (hostd cuts it so; a longer one is cut here)
+           case when octet_length(t.e ->> 'output') <= 4096 then t.e ->> 'output'
+                else left(t.e ->> 'output', 1024) end as output
+      from jsonb_array_elements(p_reports) with ordinality t(e, n)
+  ),
+  last_report as (  -- an attempt's last health report of the batch says how it is now
+    select distinct on (r.job, r.att) r.* from r order by r.job, r.att, r.n desc
+  ),
+  live as (  -- the attempts they name that are current here, locked in id order
+    select j.id, j.attempt
+      from last_report l
+      cross join lateral (
+        select j.id, j.attempt, j.host_id, j.state, j.uid from pgfleet.jobs j
+         where j.id = l.job offset 0) j
+     where j.attempt = l.att and j.host_id = p_host and j.state in ('assigned', 'running')
+       and pgfleet.report_names_job(l.uid, j.uid)
+     order by j.id
+       for update of j
+  ),
+  written as (
+    update pgfleet.jobs j
+       set health = l.health, health_at = now(), health_output = l.output
+      from last_report l
+     where j.id = any (array(select v.id from live v))
+       and j.id = l.job and j.attempt = l.att and j.host_id = p_host
+       and j.state in ('assigned', 'running') and pgfleet.report_names_job(l.uid, j.uid)
+       and j.health is distinct from l.health
+    returning j.id, j.attempt, j.health, j.health_output
+  ),
+  events as (
+    insert into pgfleet.job_events (job_id, attempt, kind, host_id, detail)
+    select w.id, w.attempt, 'health', p_host,
+           w.health || coalesce(': ' || nullif(w.health_output, ''), '')
+      from written w order by w.id
+  )
+  select array_agg(r.job order by r.n), array_agg(r.att order by r.n),
+         array_agg('health'::text order by r.n),
+         array_agg(exists (select 1 from live v where v.id = r.job and v.attempt = r.att)
+                   order by r.n),
+         (select array_agg(w.id) from written w)
+    into job_ids, attempts, kinds, accepted, changed_jobs
+    from r;
+end $$;
+comment on function pgfleet.apply_health_reports(text, jsonb) is
+  'Step of pgfleet.report_jobs: applies a batch''s health reports from host p_host (each attempt''s last one) in one statement, writing jobs.health, health_at, health_output and a health event only where the health changes, and only for attempts current on this host; answers each report''s job, attempt, kind and acceptance in order, and the jobs changed.';
+revoke execute on function pgfleet.apply_health_reports(text, jsonb) from public;
+
 -- p_wake: whether this call wakes sleeping schedulers when it frees resources.
 -- hostd passes false (docs/decisions/0004). The call then says
 -- in wake_schedulers (the same on every row) whether the caller must call
@@ -338,6 +406,9 @@ set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   v record;  -- what the step that applied the batch answers
+  hr record;  -- what apply_health_reports answers (when v_health)
+  v_health boolean := jsonb_path_exists(p_reports, '$[*] ? (@.kind == "health")');
+  v_rest jsonb := p_reports;  -- the reports but health
   v_wake boolean := false;
 begin
   perform pgfleet.require_host(p_host);
@@ -347,11 +418,24 @@ begin
                    from jsonb_array_elements(p_reports) with ordinality t(e, n) order by n;
     return;
   end if;
-  if jsonb_array_length(jsonb_path_query_array(p_reports, '$[*] ? (@.kind == "running")'))
-     = jsonb_array_length(p_reports) then
-    v := pgfleet.apply_running_reports(p_host, p_reports);
+  -- Health reports first (jobs only, no host row), then the rest.
+  if v_health then
+    hr := pgfleet.apply_health_reports(
+      p_host, jsonb_path_query_array(p_reports, '$[*] ? (@.kind == "health")'));
+    v_rest := jsonb_path_query_array(p_reports, '$[*] ? (@.kind != "health")');
+  end if;
+  if jsonb_array_length(v_rest) = 0 then
+    select array[]::bigint[] as job_ids, array[]::integer[] as attempts, array[]::text[] as kinds,
+           array[]::boolean[] as accepted, false as freed_resources, array[]::bigint[] as changed_jobs
+      into v;
+  elsif jsonb_array_length(jsonb_path_query_array(v_rest, '$[*] ? (@.kind == "running")'))
+     = jsonb_array_length(v_rest) then
+    v := pgfleet.apply_running_reports(p_host, v_rest);
   else
-    v := pgfleet.apply_reports(p_host, p_reports);
+    v := pgfleet.apply_reports(p_host, v_rest);
+  end if;
+  if v_health then
+    v.changed_jobs := coalesce(hr.changed_jobs, '{}') || coalesce(v.changed_jobs, '{}');
   end if;
   -- Only jobs someone waits for; nobody waits most of the time, and asking
   -- costs less than the call (docs/benchmarks/2026-11-25-fewer-statements-per-job.md).
@@ -363,7 +447,10 @@ begin
   elsif v.freed_resources then
     v_wake := pgfleet.schedulers_sleep();
   end if;
+  if v_health then
+    return query select u.*, v_wake from unnest(hr.job_ids, hr.attempts, hr.kinds, hr.accepted) u;
+  end if;
   return query select u.*, v_wake from unnest(v.job_ids, v.attempts, v.kinds, v.accepted) u;
 end $$;
 comment on function pgfleet.report_jobs(text, bigint, jsonb, boolean) is
-  'Applies a batch of reports from a host (running, exited, start_failed, lost), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; without it (hostd), wake_schedulers says on every row whether resources were freed while a scheduler sleeps, and the caller then calls pgfleet.wake_schedulers after the commit.';
+  'Applies a batch of reports from a host (running, exited, start_failed, lost, health), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; without it (hostd), wake_schedulers says on every row whether resources were freed while a scheduler sleeps, and the caller then calls pgfleet.wake_schedulers after the commit.';

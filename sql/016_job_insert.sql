@@ -52,10 +52,13 @@ language sql immutable as $$
     when n.finished_at is not null then 'finished_at'
     when n.requeue_on_stop then 'requeue_on_stop'
     when n.stop_force then 'stop_force'
+    when n.health <> 'unknown' then 'health'
+    when n.health_at is not null then 'health_at'
+    when n.health_output is not null then 'health_output'
   end
 $$;
 comment on function pgfleet.owned_column_set(pgfleet.jobs) is
-  'The first column pgfleet owns (state, attempts, host, outcome, timestamps) that job row n sets to other than its default, or null: refused at insert.';
+  'The first column pgfleet owns (state, attempts, host, outcome, health, timestamps) that job row n sets to other than its default, or null: refused at insert.';
 
 -- Whether job n may break a rule of pgfleet.spec_problem (a bad env name, or
 -- a field near its size limit): the text form of a value is never shorter

@@ -94,6 +94,10 @@ select f.id,
        count(j.id) filter (where j.state = 'succeeded') as succeeded,
        count(j.id) filter (where j.state = 'failed') as failed,
        count(j.id) filter (where j.state = 'cancelled') as cancelled,
+       -- live replicas by what their health checks found (jobs.health)
+       count(j.id) filter (where j.state in ('assigned', 'running') and j.health = 'healthy') as healthy,
+       count(j.id) filter (where j.state in ('assigned', 'running') and j.health = 'unhealthy') as unhealthy,
+       f.health_check is not null as health_checked,
        f.done_at,
        f.version,
        (select r.state from pgfleet.rollouts r where r.formation_id = f.id
@@ -101,9 +105,9 @@ select f.id,
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas, f.spread, f.done_at, f.created_at, f.version;
+ group by f.id, f.name, f.kind, f.replicas, f.spread, f.health_check, f.done_at, f.created_at, f.version;
 comment on view pgfleet.formation_status is
-  'Per formation in use (not deleted): desired (a service''s replicas; a system formation''s eligible hosts; a sysbatch formation''s runs: the hosts it has run on, and while not done every eligible host; null for batch), its spread (null: packed), jobs by state, done_at (a sysbatch formation marked done: pgfleet.formation_done), its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
+  'Per formation in use (not deleted): desired (a service''s replicas; a system formation''s eligible hosts; a sysbatch formation''s runs: the hosts it has run on, and while not done every eligible host; null for batch), its spread (null: packed), jobs by state, of its live (assigned or running) replicas how many are healthy and unhealthy (jobs.health), health_checked (whether its template has a health check), done_at (a sysbatch formation marked done: pgfleet.formation_done), its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

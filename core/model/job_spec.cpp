@@ -6,6 +6,7 @@
 
 #include "core/model/constants.h"
 #include "core/model/json_limits.h"
+#include "core/model/spec_fields.h"
 
 namespace pgfleet::model {
 namespace {
@@ -13,31 +14,6 @@ namespace {
 using nlohmann::json;
 
 std::string Show(const json& v) { return ShowJson(v); }
-
-int IntField(const json& j, const char* field, int fallback) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer()) {
-    throw SpecError(field, std::string(field) + " must be an integer (got " + Show(*it) + ")");
-  }
-  // Above INT64_MAX the value is stored unsigned and would read back wrapped
-  // (18446744073709551615 as -1), so check it as unsigned first.
-  const bool huge = it->is_number_unsigned() && it->get<uint64_t>() > INT32_MAX;
-  auto v = huge ? int64_t{0} : it->get<int64_t>();
-  if (huge || v < INT32_MIN || v > INT32_MAX) {
-    throw SpecError(field, std::string(field) + " must fit in 32 bits (got " + Show(*it) + ")");
-  }
-  return static_cast<int>(v);
-}
-
-std::string StringField(const json& j, const char* field, const std::string& fallback) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_string()) {
-    throw SpecError(field, std::string(field) + " must be a string (got " + Show(*it) + ")");
-  }
-  return it->get<std::string>();
-}
 
 std::map<std::string, std::string> StringMap(const json& j, const char* field) {
   std::map<std::string, std::string> out;
@@ -138,6 +114,7 @@ JobSpec ParseJobSpec(const json& j) {
                                               "log_max_file_mb",
                                               "disk",
                                               "seccomp",
+                                              "health_check",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -169,6 +146,9 @@ JobSpec ParseJobSpec(const json& j) {
   s.log_max_file_mb = IntField(j, "log_max_file_mb", 0);
   s.disk = IntField(j, "disk", 0);
   s.seccomp = StringField(j, "seccomp", "default");
+  if (auto it = j.find("health_check"); it != j.end() && !it->is_null()) {
+    s.health_check = ParseHealthCheck(*it);
+  }
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
     if (auto it = j.find(name); it != j.end() && !it->is_null()) {
@@ -229,6 +209,7 @@ void Validate(const JobSpec& s) {
   };
   bounded("log_max_files", s.log_max_files, kMinLogMaxFiles, kMaxLogMaxFiles);
   bounded("log_max_file_mb", s.log_max_file_mb, kMinLogMaxFileMb, kMaxLogMaxFileMb);
+  if (s.health_check) Validate(*s.health_check);
 }
 
 nlohmann::json ToJson(const JobSpec& s) {
@@ -250,6 +231,7 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"log_max_file_mb", s.log_max_file_mb},
               {"disk", s.disk},
               {"seccomp", s.seccomp},
+              {"health_check", s.health_check ? ToJson(*s.health_check) : json(nullptr)},
               {"privileged", s.privileged}};
 }
 

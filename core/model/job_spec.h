@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model/health_check.h"
+
 namespace pgfleet::model {
 
 // A rule broken by one field. what() reads "<field> <rule> (got <value>)".
@@ -64,6 +66,8 @@ struct JobSpec {
   // (the newest output wins); 0 = the host's default.
   int log_max_files = 0;
   int log_max_file_mb = 0;
+  // The replica's health check, run by hostd (health_check.h); none when unset.
+  std::optional<HealthCheck> health_check;
 
   // Set by the database (jobs.privileged): the submitter was a member of
   // pgfleet_privileged, so the privileged features below may be used.

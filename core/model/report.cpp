@@ -33,6 +33,16 @@ Report Report::Lost(int64_t job, int attempt, std::string error) {
   return r;
 }
 
+Report Report::HealthChanged(int64_t job, int attempt, Health health, std::string output) {
+  Report r;
+  r.job = job;
+  r.attempt = attempt;
+  r.kind = ReportKind::kHealth;
+  r.health = health;
+  r.output = std::move(output);
+  return r;
+}
+
 json ToJson(const Report& r) {
   json j{{"job", r.job}, {"attempt", r.attempt}, {"kind", std::string(ToString(r.kind))}};
   // Every kind: a report of another database's attempt of the same id must
@@ -41,6 +51,10 @@ json ToJson(const Report& r) {
   switch (r.kind) {
     case ReportKind::kRunning:
       j["pid"] = r.pid;
+      return j;
+    case ReportKind::kHealth:
+      j["health"] = std::string(ToString(r.health));
+      j["output"] = r.output;
       return j;
     case ReportKind::kExited:
       j["exit_code"] = r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);
@@ -108,8 +122,16 @@ Report ReportFromJson(const json& j) {
   const auto kind =
       ParseReportKind(Field(j, "kind", &json::is_string, "a string").get<std::string>());
   if (!kind)
-    throw std::invalid_argument("report kind must be running, exited, start_failed or lost");
+    throw std::invalid_argument(
+        "report kind must be running, exited, start_failed, lost or health");
   r.kind = *kind;
+  if (r.kind == ReportKind::kHealth) {
+    auto health = ParseHealth(Field(j, "health", &json::is_string, "a string").get<std::string>());
+    if (!health || *health == Health::kUnknown)
+      throw std::invalid_argument("report health must be healthy or unhealthy");
+    r.health = *health;
+    r.output = Optional<std::string>(j, "output", "");
+  }
   r.pid = Optional<int64_t>(j, "pid", 0);
   r.exit_code = Optional<int>(j, "exit_code", -1);
   r.signal = Optional<int>(j, "signal", 0);

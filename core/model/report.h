@@ -8,11 +8,14 @@
 //                   "oom_killed","peak_memory_bytes","cpu_seconds","output_tail","error"|null}
 //   start_failed:  {"job","attempt","kind":"start_failed","error"}
 //   lost:          {"job","attempt","kind":"lost","error"}
+//   health:        {"job","attempt","kind":"health","health":"healthy"|"unhealthy","output"}
+//                  (sent when the attempt's health changes; not an end)
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/model/health_check.h"
 #include "core/model/states.h"
 
 namespace pgfleet::model {
@@ -33,12 +36,17 @@ struct Report {
   // The job's uid (jobs.uid) as the host knows the attempt; "" = not known.
   // The database applies a report only to the job of that uid.
   std::string uid;
+  // health: what the attempt's checks found, and the output of the check
+  // that changed it (at most kMaxHealthOutputBytes, valid UTF-8).
+  Health health = Health::kUnknown;
+  std::string output;
 
   static Report Running(int64_t job, int attempt, int64_t pid);
   static Report StartFailed(int64_t job, int attempt, std::string error);
   static Report Lost(int64_t job, int attempt, std::string error);
+  static Report HealthChanged(int64_t job, int attempt, Health health, std::string output);
   // True for exited, start_failed and lost: the attempt is over.
-  bool final() const { return kind != ReportKind::kRunning; }
+  bool final() const { return kind != ReportKind::kRunning && kind != ReportKind::kHealth; }
 };
 
 nlohmann::json ToJson(const Report& r);

@@ -28,10 +28,11 @@ constexpr Names<AttemptState, 6> kAttemptStates{{{AttemptState::kStarting, "star
 constexpr Names<ExitOutcome, 3> kOutcomes{{{ExitOutcome::kExited, "exited"},
                                            {ExitOutcome::kStartFailed, "start_failed"},
                                            {ExitOutcome::kLost, "lost"}}};
-constexpr Names<ReportKind, 4> kReportKinds{{{ReportKind::kRunning, "running"},
+constexpr Names<ReportKind, 5> kReportKinds{{{ReportKind::kRunning, "running"},
                                              {ReportKind::kExited, "exited"},
                                              {ReportKind::kStartFailed, "start_failed"},
-                                             {ReportKind::kLost, "lost"}}};
+                                             {ReportKind::kLost, "lost"},
+                                             {ReportKind::kHealth, "health"}}};
 
 template <typename E, size_t N>
 std::string_view NameOf(const Names<E, N>& names, E value) {

@@ -39,7 +39,7 @@ std::optional<ExitOutcome> ParseExitOutcome(std::string_view s);
 AttemptState StateAfter(ExitOutcome o);
 
 // What one report from a host says happened to an attempt.
-enum class ReportKind { kRunning, kExited, kStartFailed, kLost };
+enum class ReportKind { kRunning, kExited, kStartFailed, kLost, kHealth };
 std::string_view ToString(ReportKind k);
 std::optional<ReportKind> ParseReportKind(std::string_view s);
 ReportKind ReportKindOf(ExitOutcome o);

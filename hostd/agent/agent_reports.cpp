@@ -78,7 +78,7 @@ void Agent::NoteResults(const store::ReportBatchResult& results) {
   for (const auto& r : results.reports) {
     std::string kind = r.kind ? std::string(model::ToString(*r.kind)) : "(unknown kind)";
     // Settled either way: a restarted hostd must not report it again.
-    if (r.kind && *r.kind != model::ReportKind::kRunning) {
+    if (r.kind && *r.kind != model::ReportKind::kRunning && *r.kind != model::ReportKind::kHealth) {
       supervisor_->MarkReported(r.job, r.attempt, r.uid, r.accepted);
     }
     if (r.accepted) continue;

@@ -106,25 +106,14 @@ void JoinRunningJob(const Api& api, int64_t id, int attempt, ExecPlan* plan) {
                            " is not running on this host: exec runs commands in "
                            "a running job only");
   }
-  const RequestError ended(409, "", "job " + std::to_string(id) + " has just ended");
-  const std::string proc = "/proc/" + std::to_string(info->pid);
-  if (!exec::ReadIdentity(info->pid, plan)) throw ended;
-  plan->env_store = exec::ReadEnvironment(info->pid);
-  plan->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (api.supervisor.capabilities().has_own_root) {
-    for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
-      int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) plan->ns_fds.push_back(fd);
-    }
-    plan->root_fd = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    plan->cgroup_procs = JobCgroupProcsFiles(api.agent.Config().id, info->job_id, info->attempt);
-    if (plan->ns_fds.size() != 5 || plan->root_fd < 0 || plan->cgroup_procs.empty()) throw ended;
+  const bool own_root = api.supervisor.capabilities().has_own_root;
+  if (!exec::PlanInJob(info->pid, own_root,
+                       own_root
+                           ? JobCgroupProcsFiles(api.agent.Config().id, info->job_id, info->attempt)
+                           : std::vector<std::string>{},
+                       plan)) {
+    throw RequestError(409, "", "job " + std::to_string(id) + " has just ended");
   }
-  if (plan->cwd_fd < 0) throw ended;
-  for (auto& a : plan->argv_store) plan->argv.push_back(a.data());
-  plan->argv.push_back(nullptr);
-  for (auto& e : plan->env_store) plan->envp.push_back(e.data());
-  plan->envp.push_back(nullptr);
 }
 
 // Forks the helper that runs the plan (exec::RunHelper), with the session's

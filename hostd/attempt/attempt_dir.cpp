@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/model/json_limits.h"
 #include "core/util/text.h"
 
 namespace pgfleet::hostd::attempt {
@@ -43,6 +44,30 @@ std::string ReadUid(const std::string& dir) {
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   return n > 0 ? util::Trim(std::string(buf, static_cast<size_t>(n))) : "";
+}
+
+bool WriteHealthCheck(const std::string& dir, const model::HealthCheck& check) {
+  const std::string text = model::ToJson(check).dump();
+  int fd = open((dir + "/" + kHealthCheckFile).c_str(),
+                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  bool ok = fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  return ok;
+}
+
+std::optional<model::HealthCheck> ReadHealthCheck(const std::string& dir) {
+  int fd = open((dir + "/" + kHealthCheckFile).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  std::string text(32 * 1024, '\0');
+  ssize_t n = read(fd, text.data(), text.size());
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  text.resize(static_cast<size_t>(n));
+  try {
+    return model::ParseHealthCheck(model::ParseBoundedJson(text, kHealthCheckFile));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 json ToJson(const ShimRequest& r) {

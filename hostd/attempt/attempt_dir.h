@@ -72,6 +72,10 @@ inline constexpr const char* kWorkDir = "work";
 // The job's uid (jobs.uid), written when the attempt is claimed: the same job
 // id and attempt from another or a restored database is another attempt.
 inline constexpr const char* kUidFile = "uid";
+// The attempt's health check (jobs.health_check, hostd/health/), written
+// by hostd when it starts the attempt, so that a restarted hostd that
+// re-attaches to it checks it too. Absent: no check.
+inline constexpr const char* kHealthCheckFile = "health_check.json";
 // Where attempt directories of other jobs (by uid) are set aside:
 // <data_dir>/stale/<job>-<attempt>-<uid>.
 inline constexpr const char* kStaleDir = "stale";
@@ -85,6 +89,10 @@ std::string DirOf(const std::string& data_dir, int64_t job_id, int attempt);
 // The uid an attempt directory was claimed for ("" when none was given, or
 // the directory predates uids).
 std::string ReadUid(const std::string& dir);
+// Writes kHealthCheckFile (best effort: false when it cannot); reads it back,
+// nullopt when absent or malformed (never throws).
+bool WriteHealthCheck(const std::string& dir, const model::HealthCheck& check);
+std::optional<model::HealthCheck> ReadHealthCheck(const std::string& dir);
 // Whether two job uids name different jobs: both known ("" is unknown) and
 // unequal. An attempt of unknown uid is taken to be the job's asking.
 inline bool OtherJob(const std::string& uid, const std::string& other) {

@@ -238,6 +238,28 @@ std::vector<std::string> ReadEnvironment(pid_t pid) {
   return out;
 }
 
+bool PlanInJob(pid_t pid, bool own_root, std::vector<std::string> cgroup_procs, ExecPlan* p) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (!ReadIdentity(pid, p)) return false;
+  p->env_store = ReadEnvironment(pid);
+  p->cwd_fd = open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (own_root) {
+    for (const char* ns : {"ipc", "uts", "net", "pid", "mnt"}) {
+      int fd = open((proc + "/ns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) p->ns_fds.push_back(fd);
+    }
+    p->root_fd = open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    p->cgroup_procs = std::move(cgroup_procs);
+    if (p->ns_fds.size() != 5 || p->root_fd < 0 || p->cgroup_procs.empty()) return false;
+  }
+  if (p->cwd_fd < 0) return false;
+  for (auto& a : p->argv_store) p->argv.push_back(a.data());
+  p->argv.push_back(nullptr);
+  for (auto& e : p->env_store) p->envp.push_back(e.data());
+  p->envp.push_back(nullptr);
+  return true;
+}
+
 std::string HelperFailure(int fail_fd) {
   int msg[2] = {0, 0};
   if (read(fail_fd, msg, sizeof msg) != static_cast<ssize_t>(sizeof msg)) return "";

@@ -51,6 +51,14 @@ bool ReadHostIdentity(pid_t pid, ExecPlan* p);
 // The job's environment, as its main process started with it.
 std::vector<std::string> ReadEnvironment(pid_t pid);
 
+// Fills in what a command joins of the job whose main process is `pid`
+// (pgfleet exec, health checks): its identity, environment and working
+// directory; with own_root (a container job) its namespaces, root and
+// cgroup (cgroup_procs: JobCgroupProcsFiles). The command is p->argv_store,
+// filled in before. False when the process is gone or its parts cannot be
+// opened (it has just ended).
+bool PlanInJob(pid_t pid, bool own_root, std::vector<std::string> cgroup_procs, ExecPlan* p);
+
 // In the forked child: closes every other descriptor, joins the job and
 // runs the command with in/out/err as its stdin, stdout and stderr; exits
 // with the command's status (128 + signal), or 125-127 after writing where

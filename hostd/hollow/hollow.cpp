@@ -14,6 +14,7 @@
 #include "core/util/mutex.h"
 #include "hostd/agent/agent.h"
 #include "hostd/api/api.h"
+#include "hostd/health/health_monitor.h"
 #include "hostd/hollow/sim.h"
 #include "hostd/supervisor/supervisor.h"
 
@@ -206,6 +207,11 @@ int RunHollowHosts(const HollowOptions& o, metrics::Registry& metrics,
     worker->Add(&h);
     handles[id] = HostHandle{h.supervisor.get(), h.agent.get()};
   }
+  // Every host's health checks on one thread (sim checks are instant).
+  std::vector<Supervisor*> supervisors;
+  for (auto& h : hosts) supervisors.push_back(h.supervisor.get());
+  health::HealthMonitor health_checks(supervisors, std::make_shared<SimProber>());
+  health_checks.Start();
   net::AddHealthAndMetrics(server, metrics,
                            o.id_prefix + "1.." + o.id_prefix + std::to_string(o.hosts));
   InstallHostsApi(server, handles, o.token, metrics, &guard);

@@ -188,4 +188,12 @@ void SimRunner::Signal(int64_t job_id, int attempt, const Started&, int shim_sig
   if (live.ended) timer_.At(live.deadline, attempts_, it->first, live.seq);
 }
 
+health::ProbeResult SimProber::Probe(const HealthTarget& target) {
+  const auto& c = target.check;
+  if (c.type == model::HealthCheckType::kCommand && !c.command.empty() && c.command[0] == "false") {
+    return {false, "sim: false fails"};
+  }
+  return {true, "sim: passed"};
+}
+
 }  // namespace pgfleet::hostd

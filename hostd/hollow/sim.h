@@ -22,6 +22,7 @@
 #include "core/model/job_spec.h"
 #include "core/util/mutex.h"
 #include "hostd/attempt/attempt_runner.h"
+#include "hostd/health/health_prober.h"
 
 namespace pgfleet::hostd {
 
@@ -37,6 +38,16 @@ struct SimJob {
 // Throws model::SpecError naming the env key when a value is malformed
 // (seconds: a decimal >= 0; exit code: an integer 0..255).
 SimJob ParseSimJob(const model::JobSpec& spec);
+
+// Health checks of sim jobs (jobs.health_check): there is no process to
+// check, so every check passes at once ("sim: passed"), but a command check
+// whose command[0] is "false" fails ("sim: false fails"): the way to make a
+// sim replica unhealthy (it is then restarted, as any).
+class SimProber : public health::HealthProber {
+ public:
+  health::ProbeResult Probe(const HealthTarget& target) override;
+  bool Inline() const override { return true; }
+};
 
 class SimRunner;
 

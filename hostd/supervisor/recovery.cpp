@@ -25,6 +25,7 @@ Supervisor::RecoverSummary Supervisor::Recover() {
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
     }
     if (found.shim_alive) {
+      rec->spec.health_check = attempt::ReadHealthCheck(rec->dir);  // checked again from now
       Adopt(rec);
       ++summary.adopted;
       continue;

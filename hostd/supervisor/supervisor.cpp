@@ -156,6 +156,14 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
       return StartResult::kFailed;
     }
     records_[{job_id, attempt}] = rec;
+    // For a restarted hostd that re-attaches to it (Recover).
+    if (spec.health_check && runner_->RunsProcesses() &&
+        !attempt::WriteHealthCheck(rec->dir, *spec.health_check)) {
+      spdlog::warn(
+          "job={} attempt={} cannot record its health check in {}: a restarted hostd "
+          "will not check it",
+          job_id, attempt, rec->dir);
+    }
     if (refused) {
       *error = *refused;
       spdlog::warn("job={} attempt={} refused: {}", job_id, attempt, *error);
@@ -268,7 +276,11 @@ void Supervisor::Finish(const std::shared_ptr<Record>& rec, const attempt::Outco
   if (exited) {
     util::MutexLock lock(mu_);
     fence_killed = !rec->kill_reason.empty();
-    if (fence_killed) error = rec->kill_reason;
+    if (fence_killed) {
+      error = rec->kill_reason;
+    } else if (!rec->stop_reason.empty()) {
+      error = rec->stop_reason;  // stopped by hostd for failing its health checks
+    }
   }
   // Killed by the self-fence: lost with its host, whatever its exit status.
   model::Report report = fence_killed ? model::Report::Lost(rec->job_id, rec->attempt, error)

@@ -73,6 +73,17 @@ struct JobInfo {
 std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
                                                  const model::DriverCapabilities& driver);
 
+// A running attempt with a health check, as the health monitor
+// (hostd/health/health_monitor.h) sees it.
+struct HealthTarget {
+  int64_t job_id = 0;
+  int attempt = 0;
+  std::string uid;  // the job's (jobs.uid); "" unknown
+  pid_t pid = 0;    // the job's main process (0 for the sim driver)
+  std::chrono::steady_clock::time_point started;
+  model::HealthCheck check;
+};
+
 struct SupervisorOptions {
   std::string data_dir;  // absolute; attempts live in <data_dir>/jobs
   std::string host_id;
@@ -131,7 +142,9 @@ class Supervisor {
   };
   // Re-attaches to the attempts a previous hostd left in the data dir; call
   // once, before Start(). Attempts whose outcome was already delivered
-  // (MarkReported) are skipped. Defined in recovery.cpp.
+  // (MarkReported) are skipped. An adopted attempt's health check
+  // (attempt::kHealthCheckFile) runs again, its grace counted from now.
+  // Defined in recovery.cpp.
   RecoverSummary Recover();
   // Container driver: removes the cgroup of every attempt whose shim is gone
   // (killed before it could), then the per-host group if it is left empty.
@@ -177,6 +190,20 @@ class Supervisor {
   // restarted hostd need not report it again. Accepted: see Replay. As for
   // Rejected, nothing when the attempt here is another job's than `uid`'s.
   void MarkReported(int64_t job_id, int attempt, const std::string& uid, bool accepted);
+
+  // Health checks (hostd/health/): the running attempts whose spec has a
+  // health check, each with its check.
+  std::vector<HealthTarget> HealthTargets() const;
+  // Reports the attempt's new health (a model::Report of kind health) if it
+  // is still live here and the job of that uid. False otherwise.
+  bool ReportHealth(int64_t job_id, int attempt, const std::string& uid, model::Health health,
+                    const std::string& output);
+  // Stops a running attempt that failed its health checks as Stop() does
+  // (SIGTERM, its grace, SIGKILL); its exit report's error is `reason`
+  // ("health check failed 3 times: <output>"), so the restart's event
+  // quotes it. False when it is not running here (or is another job's).
+  bool StopUnhealthy(int64_t job_id, int attempt, const std::string& uid,
+                     const std::string& reason);
 
   bool Known(int64_t job_id, int attempt) const;
   // Called before (job, attempt) of the job with this uid is started, stopped
@@ -229,6 +256,8 @@ class Supervisor {
     // Why hostd itself killed it (self-fence): the report's error. Such an
     // attempt is reported lost, not exited: the host, not the job, failed.
     std::string kill_reason;
+    // Why hostd stopped it (StopUnhealthy): its exit report's error.
+    std::string stop_reason;
     bool kill_sent = false;
     bool force_stopped = false;  // a force stop was applied (logged and signalled once)
     std::optional<model::Report> outcome_report;  // the final report, as sent

@@ -144,6 +144,55 @@ TEST_F(RolloutTest, AVersionThatNeverBecomesHealthyIsRevertedAutomatically) {
       << db_.Scalar("select message from pgfleet.rollouts where state = 'reverted'");
 }
 
+TEST_F(RolloutTest, AVersionWhoseHealthCheckFailsIsRevertedAndNoOldReplicaStops) {
+  StartFleet(1);
+  CreateWeb({"--auto-revert", "true", "--progress-deadline", "5s"});
+  // Runs, but its check never passes: unhealthy, restarted, never healthy.
+  auto r = cluster_.Cli({"formation", "update", "web", "--health-cmd", "false", "--health-interval",
+                         "1", "--health-threshold", "1"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto seen = Sample(
+      [&] {
+        return db_.Scalar(
+                   "select string_agg(state, ',' order by rollout) from pgfleet.rollout_status"
+                   " where formation = 'web'") == "reverted,succeeded";
+      },
+      90s);
+  ASSERT_TRUE(seen.done) << db_.Scalar(
+                                "select string_agg(state || ':' || coalesce(message, ''), ' | ')"
+                                " from pgfleet.rollout_status")
+                         << cluster_.Logs();
+  EXPECT_GE(seen.min_healthy, 4);
+  EXPECT_LE(seen.max_running, 5);
+  EXPECT_TRUE(WaitFor([&] { return LiveByVersion(db_) == "1=4"; }, 30s)) << LiveByVersion(db_);
+  EXPECT_EQ("", db_.Scalar("select coalesce(health_check::text, '') from pgfleet.formations"
+                           " where name = 'web'"));
+  EXPECT_LE(1, db_.Count("select count(*) from pgfleet.job_events where kind = 'health'"))
+      << "the new replica's check ran and failed";
+}
+
+TEST_F(RolloutTest, MinHealthyTimeCountsFromThePassingCheckNotFromTheStart) {
+  StartFleet(1);
+  CreateWeb();
+  // The check passes only 3 s after the start: no old replica may stop before.
+  auto r = cluster_.Cli({"formation", "update", "web", "--health-grace", "3", "--health-interval",
+                         "1", "--health-cmd", "true"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto seen = Sample([&] { return LastRollout(db_) == "2:succeeded"; }, 120s);
+  ASSERT_TRUE(seen.done) << LastRollout(db_) << cluster_.Logs();
+  // Each replaced replica was stopped at least min_healthy_time (1 s) after its
+  // replacement's check passed, and so at least grace + 1 s after it started.
+  EXPECT_EQ(
+      0,
+      db_.Count("select count(*) from pgfleet.job_events s"
+                " join lateral (select min(e.at) at from pgfleet.job_events e join pgfleet.jobs j"
+                "   on j.id = e.job_id where j.version = 2 and e.kind = 'running') first on true"
+                " where s.kind = 'stop_requested' and s.detail = 'replaced by version 2'"
+                "   and s.at < first.at + interval '4 seconds'"));
+  EXPECT_EQ(4, db_.Count("select count(*) from pgfleet.jobs where formation = 'web' and version = 2"
+                         " and health = 'healthy'"));
+}
+
 TEST_F(RolloutTest, ACanaryRolloutWaitsForPromoteThenFinishes) {
   StartFleet(1);
   CreateWeb({"--canary", "1"});

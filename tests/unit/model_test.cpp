@@ -33,8 +33,8 @@ TEST(States, AttemptStatesOutcomesAndReportKindsRoundTrip) {
     EXPECT_EQ(ToString(o), ToString(ReportKindOf(o)));
     EXPECT_FALSE(IsLive(StateAfter(o)));
   }
-  for (auto k :
-       {ReportKind::kRunning, ReportKind::kExited, ReportKind::kStartFailed, ReportKind::kLost}) {
+  for (auto k : {ReportKind::kRunning, ReportKind::kExited, ReportKind::kStartFailed,
+                 ReportKind::kLost, ReportKind::kHealth}) {
     EXPECT_EQ(k, ParseReportKind(ToString(k)).value());
   }
   for (auto r : {ReplicaState::kPending, ReplicaState::kAssigned, ReplicaState::kRunning}) {
