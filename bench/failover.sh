@@ -7,27 +7,9 @@
 # trial and a summary. Target: TTL + 1 s.
 #   bench/failover.sh [TRIALS] [TTL_SECONDS] [JOBS]     (defaults 3 10 5)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 trials=${1:-3}; ttl=${2:-10}; jobs=${3:-5}
-build=${PGFLEET_BUILD_DIR:-$root/build}
-for b in pgfleet pgfleet-schedulerd pgfleet-hostd; do
-  [ -x "$build/$b" ] || { echo "build $b first (cmake --build build)" >&2; exit 1; }
-done
-source "$root/scripts/pg-fixture.sh"
-tmp=$(mktemp -d /tmp/pgfleet-failover.XXXXXX); chmod 755 "$tmp"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  pkill -9 -f "$tmp/" 2>/dev/null || true
-  pg_fixture_stop "$tmp/pg"; rm -rf "$tmp"
-}
-trap cleanup EXIT
-pg_fixture_start "$tmp/pg" >/dev/null
-psql "$PG_FIXTURE_DSN" -qc "create database bench"
-dsn="host=127.0.0.1 port=$PG_FIXTURE_PORT user=postgres dbname=bench"
-echo bench-token >"$tmp/token"
-"$build/pgfleet" migrate --db "$dsn" >/dev/null
-q() { psql "$dsn" -Atc "$1"; }
+source "$(dirname "$0")/bench-fixture.sh"
+bench_start failover
 "$build/pgfleet-schedulerd" --db "$dsn" --token-file "$tmp/token" --host-ttl "$ttl" --tick 0.5 >"$tmp/s1.log" 2>&1 &
 pids+=($!)
 start_host() {

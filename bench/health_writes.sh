@@ -12,27 +12,9 @@
 # live usage) the checks must add nothing to.
 #   bench/health_writes.sh [REPLICAS] [HOSTS] [INTERVAL] [WINDOW]   (defaults 1000 100 10 60)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 replicas=${1:-1000}; hosts=${2:-100}; interval=${3:-10}; window=${4:-60}
-build=${PGFLEET_BUILD_DIR:-$root/build}
-for b in pgfleet pgfleet-schedulerd pgfleet-hostd; do
-  [ -x "$build/$b" ] || { echo "build $b first (cmake --build build)" >&2; exit 1; }
-done
-source "$root/scripts/pg-fixture.sh"
-tmp=$(mktemp -d /tmp/pgfleet-health.XXXXXX); chmod 755 "$tmp"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pg_fixture_stop "$tmp/pg"; rm -rf "$tmp"
-}
-trap cleanup EXIT
-pg_fixture_start "$tmp/pg" >/dev/null
-psql "$PG_FIXTURE_DSN" -qc "create database bench"
-dsn="host=127.0.0.1 port=$PG_FIXTURE_PORT user=postgres dbname=bench"
-echo bench-token >"$tmp/token"
-"$build/pgfleet" migrate --db "$dsn" >/dev/null
-q() { psql "$dsn" -Atqc "$1"; }
+source "$(dirname "$0")/bench-fixture.sh"
+bench_start health
 "$build/pgfleet-schedulerd" --db "$dsn" --token-file "$tmp/token" --log-level warn >"$tmp/s1.log" 2>&1 &
 pids+=($!)
 "$build/pgfleet-hostd" --db "$dsn" --token-file "$tmp/token" --simulate "$hosts" --id-prefix sim- \

@@ -9,26 +9,9 @@
 # replaced replica.
 #   bench/rollout.sh [REPLICAS] [HOSTS] [PARALLEL]     (defaults 100 50 10)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
 replicas=${1:-100}; hosts=${2:-50}; parallel=${3:-10}
-build=${PGFLEET_BUILD_DIR:-$root/build}
-for b in pgfleet pgfleet-schedulerd pgfleet-hostd; do
-  [ -x "$build/$b" ] || { echo "build $b first (cmake --build build)" >&2; exit 1; }
-done
-source "$root/scripts/pg-fixture.sh"
-tmp=$(mktemp -d /tmp/pgfleet-rollout.XXXXXX); chmod 755 "$tmp"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  pg_fixture_stop "$tmp/pg"; rm -rf "$tmp"
-}
-trap cleanup EXIT
-pg_fixture_start "$tmp/pg" >/dev/null
-psql "$PG_FIXTURE_DSN" -qc "create database bench"
-dsn="host=127.0.0.1 port=$PG_FIXTURE_PORT user=postgres dbname=bench"
-echo bench-token >"$tmp/token"
-"$build/pgfleet" migrate --db "$dsn" >/dev/null
-q() { psql "$dsn" -Atc "$1"; }
+source "$(dirname "$0")/bench-fixture.sh"
+bench_start rollout
 # CPU seconds (user + system) of a process, and of every PostgreSQL backend.
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 pg_cpu() {  # this benchmark's server only: its postmaster and its children

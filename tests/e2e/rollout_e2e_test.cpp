@@ -84,6 +84,22 @@ class RolloutTest : public ::testing::Test {
     return s;
   }
 
+  // Samples until the rollout has failed, been reverted, and the revert has finished.
+  Seen SampleUntilReverted() {
+    return Sample(
+        [&] {
+          return db_.Scalar(
+                     "select string_agg(state, ',' order by rollout) from pgfleet.rollout_status"
+                     " where formation = 'web'") == "reverted,succeeded";
+        },
+        90s);
+  }
+  std::string Rollouts() const {
+    return db_.Scalar(
+        "select string_agg(state || ':' || coalesce(message, ''), ' | ') from "
+        "pgfleet.rollout_status");
+  }
+
   TestDatabase db_;
   Cluster cluster_{db_};
 };
@@ -122,17 +138,8 @@ TEST_F(RolloutTest, AVersionThatNeverBecomesHealthyIsRevertedAutomatically) {
   // Exits at once: restarted with backoff, never healthy.
   auto r = cluster_.Cli({"formation", "update", "web", "--", "sh", "-c", "exit 3"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
-  auto seen = Sample(
-      [&] {
-        return db_.Scalar(
-                   "select string_agg(state, ',' order by rollout) from pgfleet.rollout_status"
-                   " where formation = 'web'") == "reverted,succeeded";
-      },
-      90s);
-  ASSERT_TRUE(seen.done) << db_.Scalar(
-                                "select string_agg(state || ':' || coalesce(message, ''), ' | ')"
-                                " from pgfleet.rollout_status")
-                         << cluster_.Logs();
+  auto seen = SampleUntilReverted();
+  ASSERT_TRUE(seen.done) << Rollouts() << cluster_.Logs();
   EXPECT_GE(seen.min_healthy, 4) << "no old replica is stopped for one that is not healthy";
   EXPECT_TRUE(WaitFor([&] { return LiveByVersion(db_) == "1=4"; }, 30s)) << LiveByVersion(db_);
   EXPECT_EQ(4, db_.Count(kHealthy));
@@ -151,17 +158,8 @@ TEST_F(RolloutTest, AVersionWhoseHealthCheckFailsIsRevertedAndNoOldReplicaStops)
   auto r = cluster_.Cli({"formation", "update", "web", "--health-cmd", "false", "--health-interval",
                          "1", "--health-threshold", "1"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
-  auto seen = Sample(
-      [&] {
-        return db_.Scalar(
-                   "select string_agg(state, ',' order by rollout) from pgfleet.rollout_status"
-                   " where formation = 'web'") == "reverted,succeeded";
-      },
-      90s);
-  ASSERT_TRUE(seen.done) << db_.Scalar(
-                                "select string_agg(state || ':' || coalesce(message, ''), ' | ')"
-                                " from pgfleet.rollout_status")
-                         << cluster_.Logs();
+  auto seen = SampleUntilReverted();
+  ASSERT_TRUE(seen.done) << Rollouts() << cluster_.Logs();
   EXPECT_GE(seen.min_healthy, 4);
   EXPECT_LE(seen.max_running, 5);
   EXPECT_TRUE(WaitFor([&] { return LiveByVersion(db_) == "1=4"; }, 30s)) << LiveByVersion(db_);
