@@ -201,7 +201,7 @@ begin
    where j.state = 'pending' and j.not_before is not null and j.not_before > now()
    order by j.not_before limit 1;
   -- A rollout's next step comes when a new replica has been healthy for
-  -- min_healthy_time (sql/022_versions.sql).
+  -- min_healthy_time (sql/022_versions.sql; docs/decisions/0016).
   if exists (select 1 from pgfleet.rollouts r where r.finished_at is null) then
     select min(pgfleet.replica_healthy_since(j) + f.min_healthy_time) into v_healthy
       from pgfleet.rollouts r
