@@ -344,21 +344,25 @@ drop view if exists pgfleet.rollout_status;
 create view pgfleet.rollout_status as
 select r.id as rollout, f.name as formation, r.from_version, r.to_version as version, r.revert,
        r.state,
-       case when f.kind = 'service' then f.replicas
-            else (select count(*)::integer from pgfleet.system_hosts(f.id)) end as desired,
+       d.desired,
        coalesce(c.updated, r.updated) as updated,
        coalesce(c.healthy, r.healthy) as healthy,
        coalesce(c.unhealthy, 0) as unhealthy,
        coalesce(c.old, 0) as old,
        r.canary,
        r.state = 'waiting_promotion' as waiting_for_promotion,
-       pgfleet.max_parallel_count(f.max_parallel, f.replicas) as max_parallel,
+       pgfleet.max_parallel_count(f.max_parallel, d.desired) as max_parallel,
        r.started_by, r.started_at,
        case when r.finished_at is null and r.state <> 'waiting_promotion'
             then r.progress_at + f.progress_deadline end as deadline,
        r.promoted_at, r.finished_at, r.message
   from pgfleet.rollouts r
   join pgfleet.formations f on f.id = r.formation_id
+  -- a service's replicas; a system formation's eligible hosts (its
+  -- max_parallel resolves against them, as the scheduler's does)
+  cross join lateral (
+    select case when f.kind = 'service' then f.replicas
+                else (select count(*)::integer from pgfleet.system_hosts(f.id)) end as desired) d
   left join lateral (
     select count(*) filter (where j.version = r.to_version)::integer as updated,
            count(*) filter (where j.version = r.to_version

@@ -55,7 +55,10 @@ Supervisor::~Supervisor() {
   // stopper threads are waited for, briefly. hostd's main exits the process
   // without running this, so watcher threads never outlive their object.
   util::MutexLock lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { mu_.AssertHeld(); return threads_ == 0; });
+  cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
+    mu_.AssertHeld();
+    return threads_ == 0;
+  });
 }
 
 std::shared_ptr<Supervisor::Record> Supervisor::NewRecord(int64_t job_id, int attempt) const {
@@ -315,71 +318,6 @@ void Supervisor::MarkReported(int64_t job_id, int attempt, const std::string& ui
   // No record: the directory on disk says whose attempt it is.
   runner_->MarkReported(job_id, attempt, it == records_.end() ? uid : std::string());
   if (it != records_.end() && it->second->exit) it->second->delivered = accepted;
-}
-
-bool Supervisor::Known(int64_t job_id, int attempt) const {
-  util::MutexLock lock(mu_);
-  return records_.count({job_id, attempt}) > 0;
-}
-
-bool Supervisor::Live(int64_t job_id, int attempt) const {
-  util::MutexLock lock(mu_);
-  auto it = records_.find({job_id, attempt});
-  return it != records_.end() && !it->second->exit;
-}
-
-std::vector<JobInfo> Supervisor::List() const {
-  util::MutexLock lock(mu_);
-  std::vector<JobInfo> out;
-  for (auto& [key, r] : records_) out.push_back(r->Info());
-  return out;
-}
-
-std::optional<JobInfo> Supervisor::Latest(int64_t job_id) const {
-  util::MutexLock lock(mu_);
-  std::optional<JobInfo> out;
-  for (auto& [key, r] : records_) {
-    if (key.first == job_id) out = r->Info();
-  }
-  return out;
-}
-
-std::optional<JobInfo> Supervisor::Attempt(int64_t job_id, int attempt) const {
-  if (attempt <= 0) return Latest(job_id);
-  util::MutexLock lock(mu_);
-  auto it = records_.find({job_id, attempt});
-  if (it == records_.end()) return std::nullopt;
-  return it->second->Info();
-}
-
-std::string Supervisor::LogPath(int64_t job_id, int attempt) const {
-  return runner_->LogPath(job_id, attempt);
-}
-
-std::vector<std::pair<int64_t, int>> Supervisor::LiveStartedBefore(Clock::time_point t) const {
-  util::MutexLock lock(mu_);
-  std::vector<std::pair<int64_t, int>> out;
-  for (auto& [key, r] : records_) {
-    if (!r->exit && r->started < t) out.push_back(key);
-  }
-  return out;
-}
-
-std::vector<std::string> Supervisor::LiveAttemptKeys() const {
-  util::MutexLock lock(mu_);
-  std::vector<std::string> out;
-  for (auto& [key, r] : records_) {
-    if (!r->exit)
-      out.push_back(std::to_string(key.first) + '/' + std::to_string(key.second) + '/' + r->uid);
-  }
-  return out;
-}
-
-size_t Supervisor::LiveCount() const {
-  util::MutexLock lock(mu_);
-  size_t n = 0;
-  for (auto& [key, r] : records_) n += r->exit ? 0 : 1;
-  return n;
 }
 
 void Supervisor::Ended(const std::shared_ptr<Record>& rec) {

@@ -1,7 +1,7 @@
-// Supervisor: stopping, killing and fencing attempts, replaying the end of
-// one the database lost, and what the health monitor asks (its targets, their
-// health reports, stopping an unhealthy one) (supervisor.h). Starting,
-// watching and finishing them is in supervisor.cpp.
+// Supervisor: stopping, killing and fencing attempts, and replaying the end
+// of one the database lost (supervisor.h). Starting, watching and finishing
+// them is in supervisor.cpp; what the health monitor asks, in
+// supervisor_health.cpp.
 
 #include <spdlog/spdlog.h>
 
@@ -27,8 +27,10 @@ void Supervisor::StopRecord(std::shared_ptr<Record> rec, int grace_seconds, bool
     if (!immediate) {
       util::MutexLock lock(mu_);
       Signal(*rec, attempt::kStopSignal);
-      cv_.wait_for(lock, std::chrono::seconds(grace_seconds),
-                   [&] { mu_.AssertHeld(); return rec->exit.has_value(); });
+      cv_.wait_for(lock, std::chrono::seconds(grace_seconds), [&] {
+        mu_.AssertHeld();
+        return rec->exit.has_value();
+      });
     }
     util::MutexLock lock(mu_);
     if (!rec->exit) Signal(*rec, attempt::kKillSignal);
@@ -69,40 +71,6 @@ bool Supervisor::Stop(int64_t job_id, int attempt, bool force) {
   spdlog::info("job={} attempt={} stopping (grace {}s)", job_id, rec->attempt,
                rec->spec.stop_grace_seconds);
   StopRecord(rec, rec->spec.stop_grace_seconds, false);
-  return true;
-}
-
-bool Supervisor::StopUnhealthy(int64_t job_id, int attempt, const std::string& uid,
-                               const std::string& reason) {
-  util::MutexLock lock(mu_);
-  auto it = records_.find({job_id, attempt});
-  if (it == records_.end() || it->second->OfAnotherJobThan(uid)) return false;
-  auto rec = it->second;
-  if (rec->state != AttemptState::kRunning || !rec->stop_reason.empty()) return false;
-  rec->stop_reason = reason;
-  spdlog::warn("job={} attempt={} unhealthy: stopping it (grace {}s): {}", job_id, attempt,
-               rec->spec.stop_grace_seconds, reason);
-  StopRecord(rec, rec->spec.stop_grace_seconds, false);
-  return true;
-}
-
-std::vector<HealthTarget> Supervisor::HealthTargets() const {
-  util::MutexLock lock(mu_);
-  std::vector<HealthTarget> out;
-  for (const auto& [key, rec] : records_) {
-    if (rec->state != AttemptState::kRunning || !rec->spec.health_check || rec->stale) continue;
-    out.push_back(HealthTarget{rec->job_id, rec->attempt, rec->uid, rec->pid, rec->started,
-                               *rec->spec.health_check});
-  }
-  return out;
-}
-
-bool Supervisor::ReportHealth(int64_t job_id, int attempt, const std::string& uid,
-                              model::Health health, const std::string& output) {
-  util::MutexLock lock(mu_);
-  auto it = records_.find({job_id, attempt});
-  if (it == records_.end() || it->second->OfAnotherJobThan(uid) || it->second->exit) return false;
-  Emit(*it->second, model::Report::HealthChanged(job_id, attempt, health, output));
   return true;
 }
 
