@@ -94,7 +94,7 @@ select h.id,
          || coalesce(' (declares ' || h.beyond_allowance || ' beyond its allowance)', '')
          || coalesce(' (waits for ' || h.drain_waiting_for || ')', '')
          as shown_state,
-       coalesce(h.condition, '') as condition,
+       coalesce(h.condition, h.network_note, '') as condition,
        coalesce(h.heartbeat_age_s::text, '-') as heartbeat_age,
        h.cpu_free || '/' || h.cpu || 'm' as cpu,
        h.memory_free || '/' || h.memory || 'Mi' as memory, h.running_jobs,

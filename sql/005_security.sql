@@ -85,7 +85,7 @@ comment on function pgfleet.default_network() is
 -- (core/model/job_spec.cpp PrivilegeProblem): null when none is asked for,
 -- else {field, message}.
 create or replace function pgfleet.privilege_problem(p_run_as text, p_network text, p_rootfs text,
-                                                     p_seccomp text)
+                                                     p_seccomp text, p_ports jsonb)
 returns text[]
 language sql immutable as $$
   select case
@@ -103,10 +103,15 @@ language sql immutable as $$
       array['network', 'network host shares the host''s network: only members of pgfleet_privileged may ask for it (others get network none)']
     when p_rootfs is not null and (p_rootfs !~ '^[A-Za-z0-9_-][A-Za-z0-9._-]*$') then
       array['rootfs', format('rootfs %s is a path: only members of pgfleet_privileged may give one; others name a root filesystem under hostd''s rootfs directory (A-Z a-z 0-9 . _ -, not starting with .)', p_rootfs)]
+    when jsonb_typeof(p_ports) = 'object' and jsonb_path_exists(p_ports, '$.* ? (@ >= 1 && @ < 1024)') then
+      (select array['ports', format('ports.%s asks for host port %s: ports below 1024 are for members of pgfleet_privileged only', e.key, e.value)]
+         from jsonb_each(p_ports) e
+        where jsonb_typeof(e.value) = 'number' and e.value::text::numeric between 1 and 1023
+        order by e.key limit 1)
   end
 $$;
-comment on function pgfleet.privilege_problem(text, text, text, text) is
-  'Which privileged feature a job asks for (user root or host ids, seccomp unconfined, network host, a rootfs path), as {field, message}; null when none.';
+comment on function pgfleet.privilege_problem(text, text, text, text, jsonb) is
+  'Which privileged feature a job asks for (user root or host ids, seccomp unconfined, network host, a rootfs path, a host port below 1024), as {field, message}; null when none.';
 
 create or replace function pgfleet.require_role(p_group text, p_what text) returns void
 language plpgsql stable as $$

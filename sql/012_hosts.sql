@@ -2,7 +2,10 @@
 
 create or replace function pgfleet.register_host(p_id text, p_api_url text, p_cpu integer,
                                                  p_memory integer, p_labels jsonb,
-                                                 p_driver text, p_driver_note text)
+                                                 p_driver text, p_driver_note text,
+                                                 p_port_range int4range default null,
+                                                 p_networks text[] default null,
+                                                 p_network_note text default null)
 returns bigint
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 declare
@@ -15,6 +18,8 @@ declare
   v_memory integer;
   v_offered jsonb;
   v_admitter text;
+  v_port_range int4range := coalesce(p_port_range, int4range(20000, 32001));
+  v_networks text[] := coalesce(p_networks, '{host,none}');
 begin
   perform pgfleet.require_host(p_id);
   select * into v_old from pgfleet.hosts where id = p_id;
@@ -24,6 +29,8 @@ begin
   v_cpu := least(p_cpu, coalesce(v_old.allowed_cpu, p_cpu));
   v_memory := least(p_memory, coalesce(v_old.allowed_memory, p_memory));
   v_offered := pgfleet.allowed_labels(v_labels, v_old.allowed_labels);
+  -- Ports held outside the new range stay held (the scheduler gives none
+  -- there any more); they are freed as their attempts end.
   if v_known and (v_old.cpu_allocated > v_cpu or v_old.memory_allocated > v_memory) then
     raise exception 'host % cannot register with cpu %m and memory % MiB: its jobs hold %m and % MiB (stop or move them first)',
       p_id, v_cpu, v_memory, v_old.cpu_allocated, v_old.memory_allocated
@@ -39,12 +46,15 @@ begin
   end;
   insert into pgfleet.hosts as h (id, api_url, cpu, memory, labels, driver, driver_note,
                                   admitted, admitted_at, admitted_by,
-                                  declared_cpu, declared_memory, declared_labels)
+                                  declared_cpu, declared_memory, declared_labels,
+                                  port_range, networks, network_note)
   values (p_id, p_api_url, v_cpu, v_memory, v_offered, p_driver, p_driver_note,
           v_admitter is not null, case when v_admitter is not null then now() end, v_admitter,
-          p_cpu, p_memory, v_labels)
+          p_cpu, p_memory, v_labels, v_port_range, v_networks, p_network_note)
   on conflict (id) do update
     set api_url = excluded.api_url, cpu = excluded.cpu, memory = excluded.memory,
+        port_range = excluded.port_range, networks = excluded.networks,
+        network_note = excluded.network_note,
         labels = excluded.labels, driver = excluded.driver, driver_note = excluded.driver_note,
         declared_cpu = excluded.declared_cpu, declared_memory = excluded.declared_memory,
         declared_labels = excluded.declared_labels,
@@ -64,8 +74,8 @@ begin
   perform pg_notify(pgfleet.work_channel(), pgfleet.all_formations());  -- new capacity
   return v_generation;
 end $$;
-comment on function pgfleet.register_host(text, text, integer, integer, jsonb, text, text) is
-  'Registers (or re-registers) a host; returns its new generation. A lost host comes back up. What it offers is what it declares within its admission''s allowances; a new host is admitted at once only for an admin or an auto_admit login (pgfleet.admit_host otherwise).';
+comment on function pgfleet.register_host(text, text, integer, integer, jsonb, text, text, int4range, text[], text) is
+  'Registers (or re-registers) a host; returns its new generation. Its port range (default 20000-32000), the networks it offers (default host and none; bridge where its CNI plugins work) and why not bridge (network_note) are what hostd found. A lost host comes back up. What it offers is what it declares within its admission''s allowances; a new host is admitted at once only for an admin or an auto_admit login (pgfleet.admit_host otherwise).';
 
 -- The labels a host offers: those it declares that its allowance holds
 -- (key and value alike), or all of them when it has none.

@@ -1,6 +1,48 @@
 -- Scheduling: placement plans written all-or-nothing per host, why jobs stay
 -- pending, dispatch outcomes, and the spec a host runs.
 
+-- Whether the ports planned for one host are right and free: every job
+-- gets exactly the names it asks for, a port 0 one of the host's
+-- port_range, a number that very port (inside the range unless the job is
+-- privileged), no port twice in the plan, and none held on the host now.
+-- p_jobs: [{"asked": {...}, "given": {...}, "privileged": bool}]. The
+-- schedulers' placement core plans by the same rules; this keeps the
+-- database sure of them whoever writes a plan.
+create or replace function pgfleet.ports_fit_host(p_host text, p_range int4range, p_jobs jsonb[])
+returns boolean
+language sql stable as $$
+  with j as (
+    select coalesce(x ->> 'privileged', 'false')::boolean as privileged,
+           coalesce(x -> 'asked', '{}') as asked, coalesce(x -> 'given', '{}') as given
+      from unnest(p_jobs) x
+  ), g as (
+    select j.privileged, a.key, a.value as asked, j.given -> a.key as given
+      from j cross join lateral jsonb_each(j.asked) a
+  )
+  select
+    -- the same names asked and given
+    not exists (select 1 from j
+                 where jsonb_typeof(j.asked) <> 'object' or jsonb_typeof(j.given) <> 'object'
+                    or array(select jsonb_object_keys(j.asked) order by 1)
+                       <> array(select jsonb_object_keys(j.given) order by 1))
+    -- each as asked
+    and not exists (select 1 from g
+                     where jsonb_typeof(g.given) is distinct from 'number'
+                        or g.given::text !~ '^[0-9]{1,5}$'
+                        or case when g.asked = '0'
+                                then not (g.given::text::integer <@ p_range)
+                                else g.given <> g.asked
+                                     or not (g.privileged or g.given::text::integer <@ p_range) end)
+    -- none twice, none held
+    and not exists (select 1 from g where g.given::text ~ '^[0-9]{1,5}$'
+                     group by g.given having count(*) > 1)
+    and not exists (select 1 from g join pgfleet.job_ports p
+                      on p.host_id = p_host and g.given::text ~ '^[0-9]{1,5}$'
+                     and p.port = g.given::text::integer)
+$$;
+comment on function pgfleet.ports_fit_host(text, int4range, jsonb[]) is
+  'Whether the ports planned for the jobs p_jobs ([{"asked","given","privileged"}]) on host p_host with port range p_range are right (the names asked, port 0 from the range, a number as asked and, unless privileged, in the range) and free (none twice, none in pgfleet.job_ports).';
+
 create or replace function pgfleet.assign_jobs(p_plan jsonb)
 returns table (job_id bigint, attempt integer, host_id text, spec text, uid text)
 language plpgsql
@@ -9,15 +51,29 @@ language plpgsql
 set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 begin
+  -- A plan that gives ports locks its hosts first, in a statement of its
+  -- own: the next one's snapshot is then taken with the locks held, so it
+  -- sees every port committed on them (another scheduler's, which would
+  -- otherwise meet pgfleet.job_ports' primary key), and none can be added
+  -- on them until this commits (ports are only ever added here, under the
+  -- host's lock). Plans without ports skip it.
+  if jsonb_path_exists(p_plan, '$[*].ports') then
+    perform 1 from pgfleet.hosts h
+     where h.id in (select e ->> 'host' from jsonb_array_elements(p_plan) e where e ? 'ports')
+     order by h.id for update skip locked;
+  end if;
   return query
-  -- p_plan: [{"job": 1, "host": "h1"}, ...]. Per host, all or nothing: the host's
-  -- allocation is raised only if everything planned for it still fits, so a
-  -- scheduler that planned against a stale snapshot touches no row for that host
-  -- and re-plans those jobs.
+  -- p_plan: [{"job": 1, "host": "h1", "ports": {"http": 20001}}, ...] (ports
+  -- only for a job that asks for some). Per host, all or nothing: the host's
+  -- allocation is raised only if everything planned for it still fits (cpu,
+  -- memory, its network, ports free and as the jobs ask), so a scheduler
+  -- that planned against a stale snapshot touches no row for that host and
+  -- re-plans those jobs.
   -- A job listed twice counts once (its first entry): otherwise its resources
   -- would be reserved twice but released once (allocation_drift).
   with plan as (
-    select distinct on ((e ->> 'job')::bigint) (e ->> 'job')::bigint as job_id, e ->> 'host' as host_id
+    select distinct on ((e ->> 'job')::bigint) (e ->> 'job')::bigint as job_id, e ->> 'host' as host_id,
+           e -> 'ports' as ports
       from jsonb_array_elements(p_plan) with ordinality as x(e, n)
      order by (e ->> 'job')::bigint, n
   ), claimed as (
@@ -30,16 +86,24 @@ begin
     -- whatever the statistics say: a plain join let the planner, with
     -- statistics from before a burst of inserts, scan every pending job once
     -- per planned job (3 s for 500).
-    select j.id, p.host_id, j.cpu, j.memory
+    select j.id, p.host_id, j.cpu, j.memory, j.network, j.ports as asked, p.ports as given,
+           j.privileged, j.attempt
       from plan p
       cross join lateral (
-        select j.id, j.cpu, j.memory, j.state, j.desired_state
+        select j.id, j.cpu, j.memory, j.state, j.desired_state, j.network, j.ports, j.privileged,
+               j.attempt
           from pgfleet.jobs j where j.id = p.job_id offset 0) j
      where j.state = 'pending' and j.desired_state = 'run'
      for update of j skip locked
   ), need as (
-    select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory
+    select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory,
+           array_agg(distinct c.network::text) as networks,
+           bool_and(c.asked is null and c.given is null) as portless
       from claimed c group by c.host_id
+  ), given_ports as (  -- the ports planned, one row each
+    select c.host_id, c.id, c.attempt, g.key as name, g.value as port
+      from claimed c cross join lateral jsonb_each(c.given) g
+     where jsonb_typeof(c.given) = 'object'
   ), host_locks as (
     -- Hosts are locked in id order so concurrent schedulers never deadlock.
     -- A host another transaction holds (another scheduler's pass placing on
@@ -57,13 +121,20 @@ begin
        and h.admitted and (h.suspended_until is null or h.suspended_until <= now())
        and h.cpu_allocated + n.cpu <= h.cpu
        and h.memory_allocated + n.memory <= h.memory
+       and n.networks <@ h.networks
+       and (n.portless or pgfleet.ports_fit_host(
+             h.id, h.port_range,
+             array(select jsonb_build_object('asked', c.asked, 'given', c.given,
+                                             'privileged', c.privileged)
+                     from claimed c where c.host_id = h.id and (c.asked is not null or c.given is not null))))
     returning h.id
   ), assigned as (
     update pgfleet.jobs j
        set state = 'assigned', host_id = c.host_id, attempt = j.attempt + 1,
            assigned_at = now(), started_at = null, pid = null, error = null,
-           -- a new attempt's health is not known yet
-           health = 'unknown', health_at = null, health_output = null
+           -- a new attempt's health and address are not known yet
+           health = 'unknown', health_at = null, health_output = null, address = null,
+           host_ports = c.given
       from claimed c
      -- By primary key only: claimed locked these rows and saw them pending, and
      -- a state condition here let the planner scan the pending index once per
@@ -73,6 +144,10 @@ begin
     -- (docs/decisions/0014).
     returning j.id, j.attempt, j.host_id, pgfleet.job_spec_json(j)::text as spec,
               coalesce(j.uid::text, '') as uid
+  ), held_ports as (
+    insert into pgfleet.job_ports (host_id, port, job_id, attempt, name)
+    select g.host_id, g.port::text::integer, g.id, g.attempt + 1, g.name
+      from given_ports g where g.host_id in (select id from reserved)
   ), events as (
     insert into pgfleet.job_events (job_id, attempt, kind, host_id)
     select a.id, a.attempt, 'assigned', a.host_id from assigned a
@@ -80,7 +155,7 @@ begin
   select a.id, a.attempt, a.host_id, a.spec, a.uid from assigned a;
 end $$;
 comment on function pgfleet.assign_jobs(jsonb) is
-  'Writes a placement plan [{"job":id,"host":id}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host; a planned job no longer pending, or held by another transaction, is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
+  'Writes a placement plan [{"job":id,"host":id,"ports":{"name":port}}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host (cpu, memory, the host offers the job''s network, its ports free and as asked: pgfleet.ports_fit_host), the ports held in pgfleet.job_ports; a planned job no longer pending, or held by another transaction, is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
 
 -- Advisory, and written after the pass committed, outside the formation's
 -- lock: a job another transaction holds (another scheduler assigning it, an
@@ -176,10 +251,10 @@ language sql stable as $$
     'pids_max', j.pids_max, 'cpu_hard_limit', j.cpu_hard_limit,
     'stop_grace_seconds', j.stop_grace_seconds, 'privileged', j.privileged,
     'log_max_files', j.log_max_files, 'log_max_file_mb', j.log_max_file_mb, 'disk', j.disk,
-    'seccomp', j.seccomp, 'health_check', j.health_check)
+    'seccomp', j.seccomp, 'health_check', j.health_check, 'ports', j.host_ports)
 $$;
 comment on function pgfleet.job_spec_json(pgfleet.jobs) is
-  'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs), as json text: what the scheduler sends; pgfleet.job_spec is the same as jsonb.';
+  'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs), as json text: what the scheduler sends; its ports are the host ports the attempt was given (jobs.host_ports). pgfleet.job_spec is the same as jsonb.';
 
 create or replace function pgfleet.job_spec(j pgfleet.jobs) returns jsonb
 language sql stable as $$

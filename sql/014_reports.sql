@@ -98,7 +98,7 @@ language plpgsql as $$
 begin
   with r as (
     select t.n, (t.e ->> 'job')::bigint as job, (t.e ->> 'attempt')::integer as att,
-           (t.e ->> 'pid')::integer as pid, t.e ->> 'uid' as uid
+           (t.e ->> 'pid')::integer as pid, t.e ->> 'uid' as uid, t.e ->> 'address' as address
       from jsonb_array_elements(p_reports) with ordinality t(e, n)
   ),
   first_run as (  -- an attempt's first running report is the one that counts
@@ -106,7 +106,8 @@ begin
   ),
   started as (
     update pgfleet.jobs j
-       set state = 'running', started_at = coalesce(j.started_at, now()), pid = f.pid
+       set state = 'running', started_at = coalesce(j.started_at, now()), pid = f.pid,
+           address = pgfleet.reported_address(f.address)
       from first_run f
      -- by primary key, in its order (the host's live jobs, a join's
      -- other choice, are thousands)
@@ -221,7 +222,8 @@ begin
     select rx.job as id, rx.att as attempt, (array_agg(rx.old))[1] as old, min(rx.s0) as s0,
            min(rx.end_n) as end_n, min(rx.run_n) as run_n,
            (array_agg(rx.e) filter (where rx.n = rx.end_n))[1] as rep,
-           (array_agg((rx.e ->> 'pid')::integer) filter (where rx.n = rx.run_n))[1] as run_pid
+           (array_agg((rx.e ->> 'pid')::integer) filter (where rx.n = rx.run_n))[1] as run_pid,
+           (array_agg(rx.e ->> 'address') filter (where rx.n = rx.run_n))[1] as run_address
       from rx where rx.live
      group by rx.job, rx.att
   ),
@@ -274,6 +276,8 @@ begin
            requeue_on_stop = case when s.exits then false else j.requeue_on_stop end,
            started_at = case when s.ran and j.started_at is null then now() else j.started_at end,
            pid = case when s.ran and j.state = 'assigned' then s.pid else j.pid end,
+           address = case when s.ran and j.state = 'assigned' then pgfleet.reported_address(s.run_address)
+                          else j.address end,
            finished_at = case when s.end_n is null then j.finished_at
                               when s.state <> 'pending' then now() end
       from s

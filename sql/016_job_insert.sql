@@ -55,6 +55,8 @@ language sql immutable as $$
     when n.health <> 'unknown' then 'health'
     when n.health_at is not null then 'health_at'
     when n.health_output is not null then 'health_output'
+    when n.host_ports is not null then 'host_ports'
+    when n.address is not null then 'address'
   end
 $$;
 comment on function pgfleet.owned_column_set(pgfleet.jobs) is
@@ -141,7 +143,7 @@ begin
   -- Privileged features (user root, network host, a rootfs path) only in
   -- privileged jobs: hosts refuse them otherwise, so they are refused here.
   if not n.privileged then
-    v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs, n.seccomp);
+    v_problem := pgfleet.privilege_problem(n.run_as, n.network, n.rootfs, n.seccomp, n.ports);
     if v_problem is not null then
       return array['privilege'] || v_problem;
     end if;
@@ -249,7 +251,7 @@ begin
     perform pgfleet.refuse_job_insert(v_bad.rule, v_bad.id, v_caller, v_bad.owner);
   end if;
   select j.id, p.problem into v_bad from new_jobs j
-   cross join lateral (select pgfleet.privilege_problem(j.run_as, j.network, j.rootfs, j.seccomp) as problem) p
+   cross join lateral (select pgfleet.privilege_problem(j.run_as, j.network, j.rootfs, j.seccomp, j.ports) as problem) p
    where not j.privileged and p.problem is not null
    limit 1;
   if found then

@@ -30,14 +30,15 @@ create or replace function pgfleet.jobs_after_delete() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 begin
   if tg_op = 'TRUNCATE' then
-    truncate pgfleet.job_events;
+    truncate pgfleet.job_events, pgfleet.job_ports;
   else
     delete from pgfleet.job_events e using gone_jobs g where e.job_id = g.id;
+    delete from pgfleet.job_ports p using gone_jobs g where p.job_id = g.id;
   end if;
   return null;
 end $$;
 comment on function pgfleet.jobs_after_delete() is
-  'Statement-level AFTER DELETE and AFTER TRUNCATE on jobs: deletes the deleted jobs'' events, or truncates job_events (job_events has no foreign key: migration 0014).';
+  'Statement-level AFTER DELETE and AFTER TRUNCATE on jobs: deletes the deleted jobs'' events and held ports, or truncates job_events and job_ports (neither has a foreign key: migrations 0014, 0033).';
 revoke execute on function pgfleet.jobs_after_delete() from public;
 
 drop trigger if exists jobs_after_delete on pgfleet.jobs;
@@ -131,7 +132,7 @@ begin
     new.privileged := coalesce((select v.privileged from pgfleet.formation_versions v
                                  where v.formation_id = new.id and v.version = new.version), false);
   end if;
-  v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs, new.seccomp);
+  v_problem := pgfleet.privilege_problem(new.run_as, new.network, new.rootfs, new.seccomp, new.ports);
   if v_problem is not null and not new.privileged then
     raise exception '%', v_problem[2]
       using errcode = 'insufficient_privilege', column = v_problem[1],
@@ -146,7 +147,7 @@ drop trigger if exists formations_check_template on pgfleet.formations;
 create trigger formations_check_template
   before insert or update of command, env, constraints, rootfs, run_as, network, privileged, owner,
                              pids_max, stop_grace_seconds, disk, log_max_files, log_max_file_mb,
-                             seccomp
+                             seccomp, ports
   on pgfleet.formations
   for each row execute function pgfleet.formations_check_template();
 

@@ -57,7 +57,11 @@ select h.id,
                    where j.host_id = h.id and j.state in ('assigned', 'running')
                      and j.desired_state = 'run' and f.kind = 'service'
                    group by j.formation) w)
-       end as drain_waiting_for
+       end as drain_waiting_for,
+       lower(h.port_range) || '-' || (upper(h.port_range) - 1) as port_range,
+       (select count(*) from pgfleet.job_ports p where p.host_id = h.id) as ports_held,
+       h.networks,
+       h.network_note
   from pgfleet.hosts h
   left join pgfleet.host_heartbeats hb on hb.host_id = h.id
   -- what its running attempts use now (pgfleet.job_usage), beside what they were given
@@ -69,7 +73,7 @@ select h.id,
                          and j.state = 'running'
      where x.host_id = h.id) u on true;
 comment on view pgfleet.host_status is
-  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; whether it is admitted (a host not admitted gets no jobs: pgfleet.admit_host), what it declares against what it is allowed, and beyond_allowance naming what it declares beyond (not offered); cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval); drain_waiting_for, for a draining or offline host, the services whose replicas still run there because no replacement runs elsewhere yet, and why (their pending replacement''s reason).';
+  'Every host with its liveness (heartbeat age by the database clock), its condition (why it takes no new work, e.g. disk pressure), free resources and job counts; whether it is admitted (a host not admitted gets no jobs: pgfleet.admit_host), what it declares against what it is allowed, and beyond_allowance naming what it declares beyond (not offered); cpu_allocated (millicores) and memory_allocated (MiB) its jobs were given, cpu_used (cores) and memory_used_bytes they use now (hostd --usage-interval); drain_waiting_for, for a draining or offline host, the services whose replicas still run there because no replacement runs elsewhere yet, and why (their pending replacement''s reason); port_range (the ports its jobs may be given), ports_held (held by live attempts: pgfleet.job_ports), networks (what it offers its jobs) and network_note (why no bridge network).';
 
 drop view if exists pgfleet.formation_status;
 create view pgfleet.formation_status as

@@ -1,6 +1,7 @@
 #include "core/model/job_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 #include <set>
 
@@ -115,6 +116,7 @@ JobSpec ParseJobSpec(const json& j) {
                                               "disk",
                                               "seccomp",
                                               "health_check",
+                                              "ports",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -148,6 +150,23 @@ JobSpec ParseJobSpec(const json& j) {
   s.seccomp = StringField(j, "seccomp", "default");
   if (auto it = j.find("health_check"); it != j.end() && !it->is_null()) {
     s.health_check = ParseHealthCheck(*it);
+  }
+  if (auto it = j.find("ports"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      throw SpecError("ports", "ports must be an object of name: port (got " + Show(*it) + ")");
+    }
+    for (auto& [name, port] : it->items()) {
+      if (!port.is_number_integer()) {
+        throw SpecError("ports", "ports." + name + " must be a whole number from 0 to 65535 (got " +
+                                     Show(port) + ")");
+      }
+      auto v = port.get<int64_t>();
+      if (v < 0 || v > 65535) {
+        throw SpecError("ports", "ports." + name + " must be a whole number from 0 to 65535 (got " +
+                                     std::to_string(v) + ")");
+      }
+      s.ports[name] = static_cast<int>(v);
+    }
   }
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
@@ -185,9 +204,11 @@ void Validate(const JobSpec& s) {
     }
   }
   ValidateSizes(s);
-  if (s.network != "host" && s.network != "none") {
-    throw SpecError("network", "network must be \"host\" or \"none\" (got \"" + s.network + "\")");
+  if (s.network != "host" && s.network != "none" && s.network != "bridge") {
+    throw SpecError("network", "network must be \"host\", \"none\" or \"bridge\" (got \"" +
+                                   s.network + "\")");
   }
+  ValidatePorts(s.ports);
   if (s.pids_max <= 0) throw SpecError("pids_max", "pids_max must be > 0" + got(s.pids_max));
   if (s.stop_grace_seconds < 0) {
     throw SpecError("stop_grace_seconds",
@@ -232,7 +253,46 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"disk", s.disk},
               {"seccomp", s.seccomp},
               {"health_check", s.health_check ? ToJson(*s.health_check) : json(nullptr)},
+              {"ports", s.ports.empty() ? json(nullptr) : json(s.ports)},
               {"privileged", s.privileged}};
+}
+
+void ValidatePorts(const std::map<std::string, int>& ports) {
+  static const std::regex name("^[a-z][a-z0-9_]{0,31}$");
+  if (ports.size() > static_cast<size_t>(kMaxPorts)) {
+    throw SpecError("ports", "ports must be an object of at most " + std::to_string(kMaxPorts) +
+                                 " names (got " + std::to_string(ports.size()) + ")");
+  }
+  std::map<int, std::string> seen;
+  for (const auto& [n, port] : ports) {
+    if (!std::regex_match(n, name)) {
+      throw SpecError("ports", "ports names must match ^[a-z][a-z0-9_]{0,31}$ (got \"" + n + "\")");
+    }
+    if (port < 0 || port > 65535) {
+      throw SpecError("ports", "ports." + n + " must be a whole number from 0 to 65535 (got " +
+                                   std::to_string(port) + ")");
+    }
+    if (port != 0) {
+      auto [it, fresh] = seen.emplace(port, n);
+      if (!fresh) {
+        throw SpecError("ports", "ports must not name one port number twice (ports." + it->second +
+                                     " and ports." + n + " are both " + std::to_string(port) + ")");
+      }
+    }
+  }
+}
+
+std::map<std::string, std::string> JobPortEnv(const std::map<std::string, int>& ports,
+                                              const std::string& host_address) {
+  std::map<std::string, std::string> env;
+  for (const auto& [n, port] : ports) {
+    std::string upper = n;
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    env["PGFLEET_PORT_" + upper] = std::to_string(port);
+    env["PGFLEET_ADDR_" + upper] = host_address + ":" + std::to_string(port);
+  }
+  return env;
 }
 
 std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpec& s) {
@@ -279,6 +339,14 @@ std::optional<std::pair<std::string, std::string>> PrivilegeProblem(const JobSpe
                      "rootfs " + s.rootfs +
                          " is a path: only members of pgfleet_privileged may give one; others "
                          "name a root filesystem under hostd's rootfs directory"};
+  }
+  for (const auto& [n, port] : s.ports) {
+    if (port >= 1 && port < 1024) {
+      return std::pair{std::string("ports"), "ports." + n + " asks for host port " +
+                                                 std::to_string(port) +
+                                                 ": ports below 1024 are for members of "
+                                                 "pgfleet_privileged only"};
+    }
   }
   return std::nullopt;
 }

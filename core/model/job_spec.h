@@ -52,7 +52,9 @@ struct JobSpec {
   // Isolation options, used by the container driver.
   std::string rootfs;  // directory, or a name under hostd's data dir; empty = host fs read-only
   std::string user;    // user to run as; empty = the driver's default
-  std::string network = "host";  // "host" or "none"
+  // "host" (privileged), "none" (own namespace, loopback only) or "bridge"
+  // (own namespace on the host's CNI bridge: hostd/network/).
+  std::string network = "host";
   int pids_max = kDefaultPidsMax;
   // MiB of the job's writable work dir, a filesystem of its own (container
   // driver); 0 = no limit. 0..kMaxDiskMib.
@@ -68,6 +70,11 @@ struct JobSpec {
   int log_max_file_mb = 0;
   // The replica's health check, run by hostd (health_check.h); none when unset.
   std::optional<HealthCheck> health_check;
+  // Named ports (jobs.ports, ValidatePorts): as submitted, 0 = any free port
+  // of the host's range; in the spec a host is sent, the host ports the
+  // attempt was given (jobs.host_ports), which the job listens on
+  // (PGFLEET_PORT_<NAME>, JobPortEnv).
+  std::map<std::string, int> ports;
 
   // Set by the database (jobs.privileged): the submitter was a member of
   // pgfleet_privileged, so the privileged features below may be used.
@@ -98,6 +105,18 @@ JobSpec ParseJobSpec(const nlohmann::json& j);
 void Validate(const JobSpec& s);
 
 nlohmann::json ToJson(const JobSpec& s);
+
+inline constexpr int kMaxPorts = 32;
+// The rules of pgfleet.spec_ports: at most kMaxPorts names matching
+// ^[a-z][a-z0-9_]{0,31}$, each 0..65535, no number but 0 twice. Throws
+// SpecError("ports", ...) naming the port.
+void ValidatePorts(const std::map<std::string, int>& ports);
+
+// The environment a job's given ports make: PGFLEET_PORT_<NAME>=port and
+// PGFLEET_ADDR_<NAME>=<host_address>:port (NAME upper-cased), so the job
+// knows what to listen on and what to advertise.
+std::map<std::string, std::string> JobPortEnv(const std::map<std::string, int>& ports,
+                                              const std::string& host_address);
 
 // Parses "key=value" as used by --env, --constraint and --label.
 // Throws SpecError(field, ...) when there is no '=' or the key is empty.

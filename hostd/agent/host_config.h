@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/model/constants.h"
 
@@ -46,6 +47,15 @@ struct HostConfig {
   // How often the running attempts' live usage goes with a heartbeat
   // (--usage-interval; usage.h). At most as often as heartbeats.
   std::chrono::milliseconds usage_interval{10000};
+  // The host ports jobs may be given, inclusive (--port-range LO-HI;
+  // hosts.port_range).
+  int port_lo = 20000;
+  int port_hi = 32000;
+  // The networks this host can give its jobs (hosts.networks): bridge only
+  // where its CNI plugins and configuration work (hostd/network/), and
+  // network_note says why not when they do not.
+  std::vector<std::string> networks = {"host", "none"};
+  std::string network_note;
 };
 
 }  // namespace pgfleet::hostd

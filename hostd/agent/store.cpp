@@ -21,7 +21,8 @@ void Prepare(pqxx::connection& conn) {
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
   json labels = config.labels;
   auto row = db::Exec1(tx, kRegisterHost, config.id, config.api_url, config.cpu, config.memory,
-                       labels.dump(), config.driver, config.driver_note);
+                       labels.dump(), config.driver, config.driver_note, config.port_lo,
+                       config.port_hi, db::ArrayParam(config.networks), config.network_note);
   // In the same transaction: a registered host always has the key its tickets are signed with.
   db::Exec(tx, kSetHostKey, config.id, config.ticket_key);
   return row["generation"].as<int64_t>();

@@ -4,7 +4,8 @@
 -- db::Statement constant k<Name> (cmake/embed_queries.cmake).
 
 -- name: hostd_register_host
-select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7) as generation;
+select pgfleet.register_host($1, $2, $3, $4, $5::jsonb, $6, $7, int4range($8, $9, '[]'),
+                             $10::text[], nullif($11, '')) as generation;
 
 -- name: hostd_set_host_key
 select pgfleet.set_host_key($1, $2);
