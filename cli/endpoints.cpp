@@ -59,7 +59,7 @@ void PrintChange(const char* what, const EndpointRow& e, bool as_json) {
     return;
   }
   std::string line = what;
-  for (const auto& c : Cells(e)) line += " " + c;
+  for (const auto& c : Cells(e)) line += " " + Printable(c);  // no terminal escapes
   std::cout << line << std::endl;
 }
 
