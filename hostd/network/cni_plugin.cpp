@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -23,6 +24,26 @@ namespace {
 constexpr size_t kMaxOutput = 1 << 20;
 
 std::string Name(const std::string& program) { return program.substr(program.rfind('/') + 1); }
+
+// write(2) to a pipe whose reader may be gone (a plugin that never reads
+// its stdin), without SIGPIPE ending this process, whatever its handlers:
+// the signal is blocked around the write and a pending one consumed.
+ssize_t WriteNoSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  ssize_t n = write(fd, data, size);
+  const int err = errno;
+  if (n < 0 && err == EPIPE) {
+    timespec zero{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &zero) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = err;
+  return n;
+}
 
 // Writes `in` to fd_in and reads fd_out and fd_err until both close or the
 // deadline passes; false on timeout.
@@ -46,7 +67,7 @@ bool Exchange(int fd_in, int fd_out, int fd_err, const std::string& in, std::str
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     if (idx_in >= 0 && fds[idx_in].revents) {
-      ssize_t w = write(fd_in, in.data() + written, in.size() - written);
+      ssize_t w = WriteNoSigpipe(fd_in, in.data() + written, in.size() - written);
       if (w > 0) written += static_cast<size_t>(w);
       if (w < 0 && errno != EINTR && errno != EAGAIN) written = in.size();
       if (written == in.size()) {
