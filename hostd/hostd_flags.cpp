@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include "core/util/text.h"
+#include "hostd/network/cni_config.h"
 #include "hostd/output/log_forward.h"
 
 namespace pgfleet::hostd {
@@ -112,7 +115,51 @@ void AddHostdOptions(po::options_description& opts, HostdFlags* f) {
       "job-ids", po::value(&f->job_ids_text)->default_value(f->job_ids_text),
       "START:COUNT: the host uids and gids every unprivileged container job's user namespace "
       "maps onto (its ids 0..COUNT-1 are START..START+COUNT-1 here), like an /etc/subuid line; "
-      "they must belong to pgfleet alone: hostd refuses a range holding a host account");
+      "they must belong to pgfleet alone: hostd refuses a range holding a host account")(
+      "cni-config", po::value(&f->cni_config),
+      "directory of the CNI network configuration list network \"bridge\" jobs are attached "
+      "to (its first *.conflist file in lexical order); default: a bridge pgfleet0 with NAT, "
+      "host-local addresses from --bridge-subnet, portmap and firewall, written into the data "
+      "directory (docs/networking.md)")(
+      "cni-bin-dir", po::value(&f->cni_bin_dir),
+      "directory of the CNI plugins (default /usr/lib/cni, then /opt/cni/bin); without them the "
+      "host offers no bridge network and says why in pgfleet hosts")(
+      "bridge-subnet", po::value(&f->bridge_subnet)->default_value(f->bridge_subnet),
+      "IPv4 subnet of the default bridge network's addresses (CIDR, prefix length 8-30)")(
+      "port-range", po::value(&f->port_range_text)->default_value(f->port_range_text),
+      "LO-HI: the host ports jobs' named ports are given from (inclusive, 1024-65535)");
+}
+
+std::pair<int, int> ParsePortRange(const std::string& text) {
+  auto bad = [&text](const std::string& rule) {
+    return std::invalid_argument("--port-range must be LO-HI with " + rule + " (got \"" + text +
+                                 "\")");
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) throw bad("two port numbers");
+  auto number = [&](const std::string& digits) {
+    if (digits.empty() || digits.size() > 5 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      throw bad("two port numbers");
+    }
+    return std::stoi(digits);
+  };
+  const int lo = number(text.substr(0, dash)), hi = number(text.substr(dash + 1));
+  if (lo < 1024 || hi > 65535) throw bad("both from 1024 to 65535");
+  if (lo > hi) throw bad("LO <= HI");
+  return {lo, hi};
+}
+
+std::string HostOfUrl(const std::string& url) {
+  std::string rest = url;
+  if (size_t scheme = rest.find("://"); scheme != std::string::npos) rest = rest.substr(scheme + 3);
+  rest = rest.substr(0, rest.find('/'));
+  if (size_t at = rest.rfind('@'); at != std::string::npos) rest = rest.substr(at + 1);
+  if (!rest.empty() && rest[0] == '[') {
+    size_t close = rest.find(']');
+    return close == std::string::npos ? "" : rest.substr(1, close - 1);
+  }
+  return rest.substr(0, rest.find(':'));
 }
 
 // Throws naming the flag, the value and the rule.
@@ -156,6 +203,15 @@ void ValidateHostdFlags(const std::string& id, HostdFlags* f) {
   ParseLogForward(f->log_forward);
   f->job_ids = ParseJobIdRange(f->job_ids_text);
   for (const auto& l : f->labels) f->label_map.insert(model::ParseKeyValue("--label", l));
+  std::tie(f->port_lo, f->port_hi) = ParsePortRange(f->port_range_text);
+  network::CheckBridgeSubnet(f->bridge_subnet);
+  for (auto [flag, dir] :
+       {std::pair{"--cni-config", &f->cni_config}, std::pair{"--cni-bin-dir", &f->cni_bin_dir}}) {
+    if (!dir->empty() && (*dir)[0] != '/') {
+      throw std::invalid_argument(std::string(flag) + " must be an absolute directory (got \"" +
+                                  *dir + "\")");
+    }
+  }
 }
 
 }  // namespace pgfleet::hostd

@@ -43,7 +43,21 @@ struct HostdFlags {
   double usage_interval = 10.0;
   std::vector<std::string> labels;
   std::map<std::string, std::string> label_map;
+  // Networking (hostd/network/, docs/networking.md).
+  std::string cni_config;   // --cni-config DIR; "" = the default conflist
+  std::string cni_bin_dir;  // --cni-bin-dir DIR; "" = network::DefaultBinDirs()
+  std::string bridge_subnet = "10.89.0.0/16";
+  std::string port_range_text = "20000-32000";
+  int port_lo = 20000, port_hi = 32000;
 };
+
+// "LO-HI": two numbers, 1024 <= LO <= HI <= 65535. Throws
+// std::invalid_argument naming --port-range, the value and the rule.
+std::pair<int, int> ParsePortRange(const std::string& text);
+
+// The host of a URL ("http://10.0.0.5:7070/" -> "10.0.0.5", "[::1]:80" ->
+// "::1"); "" when it has none.
+std::string HostOfUrl(const std::string& url);
 
 // Usage line and texts of `pgfleet-hostd --help`.
 daemon::DaemonInfo HostdInfo();

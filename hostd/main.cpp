@@ -41,6 +41,7 @@
 #include "hostd/hollow/hollow.h"
 #include "hostd/hollow/sim.h"
 #include "hostd/hostd_flags.h"
+#include "hostd/network/bridge_check.h"
 #include "hostd/shim/shim.h"
 #include "hostd/shim/shim_launcher.h"
 #include "hostd/supervisor/supervisor.h"
@@ -170,7 +171,37 @@ pgfleet::hostd::HostConfig MakeHostConfig(const pgfleet::daemon::CommonFlags& co
   config.disk_full_percent = f.disk_full_percent;
   config.usage_interval = std::chrono::milliseconds(static_cast<int64_t>(f.usage_interval * 1000));
   config.host_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.host_ttl * 1000));
+  config.port_lo = f.port_lo;
+  config.port_hi = f.port_hi;
   return config;
+}
+
+// Which networks this host offers (HostConfig::networks): bridge only with a
+// driver that isolates jobs and a CNI configuration whose plugins are here
+// (hostd/network/bridge_check.h). Returns the bridge's network when
+// offered; config->network_note says why not otherwise.
+std::optional<pgfleet::hostd::network::NetworkOptions> ResolveNetworks(
+    const std::string& id, const HostdFlags& f, pgfleet::hostd::HostConfig* config) {
+  namespace network = pgfleet::hostd::network;
+  if (f.driver_name == pgfleet::hostd::kSimDriver) return std::nullopt;
+  if (!pgfleet::hostd::CapabilitiesOfDriver(f.driver_name).isolates) {
+    config->network_note =
+        "no bridge network: the " + f.driver_name + " driver runs jobs on the host's network";
+    return std::nullopt;
+  }
+  network::DefaultNetwork net;
+  net.subnet = f.bridge_subnet;
+  auto check = network::CheckBridge(f.cni_config, f.cni_bin_dir, f.data_dir, net);
+  if (!check.options) {
+    config->network_note = check.missing;
+    spdlog::warn("host={} {}", id, check.missing);
+    return std::nullopt;
+  }
+  config->networks = {"host", "none", "bridge"};
+  spdlog::info("host={} network bridge: CNI network {} (plugins from {})", id,
+               check.options->conflist.value("name", std::string()),
+               check.options->bin_dirs.front());
+  return check.options;
 }
 
 pgfleet::hostd::HollowOptions MakeHollowOptions(const pgfleet::daemon::CommonFlags& common,
@@ -296,6 +327,7 @@ int RunHost(const pgfleet::daemon::Flags& flags, HostdFlags& f) {
     spdlog::error("host={} {}", id, e.what());
     return 1;
   }
+  const auto bridge = ResolveNetworks(id, f, &config);
   pgfleet::hostd::Agent agent(config, metrics);
   std::unique_ptr<pgfleet::hostd::Collector> collector;
   if (f.driver_name != pgfleet::hostd::kSimDriver) {
@@ -303,6 +335,9 @@ int RunHost(const pgfleet::daemon::Flags& flags, HostdFlags& f) {
         pgfleet::hostd::CollectorOptions{f.data_dir, f.gc_after, f.gc_disk_percent}, metrics);
   }
   auto sup_opts = MakeSupervisorOptions(id, f, job_nofile, collector.get());
+  sup_opts.host_address = pgfleet::hostd::HostOfUrl(f.advertise);
+  sup_opts.bridge = bridge;
+  if (!config.network_note.empty()) sup_opts.bridge_missing = config.network_note;
   pgfleet::hostd::Supervisor supervisor(
       sup_opts, [&agent](pgfleet::model::Report r) { agent.Enqueue(std::move(r)); },
       pgfleet::hostd::MakeAttemptRunner(sup_opts));

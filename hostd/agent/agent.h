@@ -114,6 +114,9 @@ class Agent {
   // Acts on the database's verdicts; notes (wake_schedulers_) when the batch
   // freed resources while a scheduler sleeps.
   void NoteResults(const store::ReportBatchResult& results);
+  // The supervisor's addresses of attempts, for running reports (none
+  // before SetSupervisor).
+  store::AddressOf AddressOf() const;
   // Wakes sleeping schedulers if reports freed resources while one slept,
   // since the last wake (a statement of its own, after the reports' commit).
   void WakeSchedulersIfFreed(pqxx::connection& conn);

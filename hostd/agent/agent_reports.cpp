@@ -53,7 +53,7 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
                                     batch.begin() + static_cast<std::ptrdiff_t>(end));
     // One statement, so its own transaction: no BEGIN and COMMIT round trips.
     pqxx::nontransaction tx(conn);
-    auto results = store::ReportJobs(tx, config_.id, generation_, part);
+    auto results = store::ReportJobs(tx, config_.id, generation_, part, AddressOf());
     tx.commit();
     *settled = end;
     metrics_.Add("pgfleet_host_reports_total", static_cast<double>(part.size()));
@@ -71,6 +71,11 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
     Deliver(conn, batch, begin, mid, settled);
     Deliver(conn, batch, mid, end, settled);
   }
+}
+
+store::AddressOf Agent::AddressOf() const {
+  if (!supervisor_) return {};
+  return [sup = supervisor_](int64_t job, int attempt) { return sup->AddressOf(job, attempt); };
 }
 
 void Agent::NoteResults(const store::ReportBatchResult& results) {
@@ -106,7 +111,7 @@ void Agent::RetryQuarantined(pqxx::connection& conn) {
     quarantine_.pop_front();
     try {
       pqxx::nontransaction tx(conn);
-      auto results = store::ReportJobs(tx, config_.id, generation_, {report});
+      auto results = store::ReportJobs(tx, config_.id, generation_, {report}, AddressOf());
       tx.commit();
       spdlog::info("host={} job={} attempt={} report {} set aside earlier is now applied",
                    config_.id, report.job, report.attempt, model::ToString(report.kind));

@@ -62,9 +62,16 @@ std::optional<HostStatus> Heartbeat(pqxx::transaction_base& tx, const std::strin
 void WakeSchedulers(pqxx::transaction_base& tx) { db::Exec(tx, kWakeSchedulers); }
 
 ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host,
-                             int64_t generation, const std::vector<model::Report>& reports) {
+                             int64_t generation, const std::vector<model::Report>& reports,
+                             const AddressOf& address_of) {
   json batch = json::array();
-  for (const auto& r : reports) batch.push_back(model::ToJson(r));
+  for (const auto& r : reports) {
+    json j = model::ToJson(r);
+    if (r.kind == model::ReportKind::kRunning && address_of) {
+      if (std::string a = address_of(r.job, r.attempt); !a.empty()) j["address"] = a;
+    }
+    batch.push_back(std::move(j));
+  }
   auto rows = db::Exec(tx, kReportJobs, host, generation,
                        batch.dump(-1, ' ', false, json::error_handler_t::replace));
   ReportBatchResult batch_result;

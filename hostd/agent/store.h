@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -68,10 +69,14 @@ struct ReportBatchResult {
   std::vector<ReportResult> reports;
   bool wake_schedulers = false;
 };
+// The address of an attempt's job (network "bridge"), "" when none: a
+// running report carries it as "address" (pgfleet.reported_address).
+using AddressOf = std::function<std::string(int64_t job, int attempt)>;
 // Sends a batch of reports (model::ToJson each, in order) to pgfleet.report_jobs,
 // which wakes no scheduler itself: see WakeSchedulers.
 ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host,
-                             int64_t generation, const std::vector<model::Report>& reports);
+                             int64_t generation, const std::vector<model::Report>& reports,
+                             const AddressOf& address_of = {});
 // pgfleet.wake_schedulers for every formation: after a report batch that
 // freed resources while a scheduler sleeps has committed, in a transaction of
 // its own, never in the report's (docs/decisions/0004).

@@ -81,7 +81,9 @@ json ToJson(const ShimRequest& r) {
               {"log_max_files", r.log_max_files},
               {"log_max_file_mb", r.log_max_file_mb},
               {"log_forward", r.log_forward},
-              {"job_ids", FormatJobIdRange(r.job_ids)}};
+              {"job_ids", FormatJobIdRange(r.job_ids)},
+              {"host_address", r.host_address},
+              {"network", r.network ? network::ToJson(*r.network) : json(nullptr)}};
 }
 
 ShimRequest ShimRequestFromJson(const json& j) {
@@ -97,6 +99,10 @@ ShimRequest ShimRequestFromJson(const json& j) {
   r.log_max_file_mb = j.value("log_max_file_mb", r.log_max_file_mb);
   r.log_forward = j.value("log_forward", r.log_forward);
   if (j.contains("job_ids")) r.job_ids = ParseJobIdRange(j.at("job_ids").get<std::string>());
+  r.host_address = j.value("host_address", std::string());
+  if (j.contains("network") && !j["network"].is_null()) {
+    r.network = network::NetworkOptionsFromJson(j["network"]);
+  }
   return r;
 }
 
@@ -141,9 +147,13 @@ std::string FormatProcessId(const ProcessId& id) {
 }
 
 json ToJson(const JobRecord& r) {
-  return json{{"kind", kStartedRecord},          {"pid", r.job.pid},
-              {"pid_start", r.job.start_time},   {"shim_pid", r.shim.pid},
-              {"shim_start", r.shim.start_time}, {"stop_grace_seconds", r.stop_grace_seconds}};
+  return json{{"kind", kStartedRecord},
+              {"pid", r.job.pid},
+              {"pid_start", r.job.start_time},
+              {"shim_pid", r.shim.pid},
+              {"shim_start", r.shim.start_time},
+              {"stop_grace_seconds", r.stop_grace_seconds},
+              {"address", r.address}};
 }
 
 json ToJson(const Outcome& o) {
@@ -200,6 +210,7 @@ State ReadState(const std::string& dir) {
         r.shim.pid = j.value("shim_pid", 0);
         r.shim.start_time = j.value("shim_start", static_cast<int64_t>(-1));
         r.stop_grace_seconds = j.value("stop_grace_seconds", model::kDefaultStopGraceSeconds);
+        r.address = j.value("address", std::string());
         if (r.job.pid > 0) st.started = r;
       } else if (outcome && !st.outcome) {
         Outcome o;

@@ -18,7 +18,7 @@
 //               appended with a single O_APPEND write (so a line is whole or,
 //               if its writer died mid-write, ignored by readers):
 //               {"kind":"started","pid","pid_start","shim_pid","shim_start",
-//                "stop_grace_seconds"} by the shim before hostd hears "started"
+//                "stop_grace_seconds","address"} by the shim before hostd hears "started"
 //               (start time = field 22 of /proc/<pid>/stat, so a reused pid
 //               is never signalled), then one outcome: {"kind":"exited",...}
 //               by the shim when the job ended, {"kind":"start_failed",
@@ -27,6 +27,8 @@
 //               was left of the job). The first outcome line wins.
 //   work/       the job's working directory (kWorkDir), the job's to write
 //   .etc/       the container's /etc/hostname and /etc/hosts, bound in
+//   network.json  network "bridge": what DEL needs, until it succeeded
+//               (hostd/network/attachment.h)
 //   output.log  the job's stdout and stderr, through a pipe the shim copies
 //               to this file, rotated to output.log.<offset> (output_log.h)
 //   state.reported.jsonl  state.jsonl renamed by hostd once the outcome
@@ -124,6 +126,10 @@ struct ShimRequest {
   std::string log_forward;
   // hostd --job-ids: the container driver's user namespace ids.
   JobIdRange job_ids;
+  // The host part of hostd's advertised URL (PGFLEET_ADDR_<NAME>).
+  std::string host_address;
+  // Network "bridge": the CNI network hostd checked (network/attachment.h).
+  std::optional<network::NetworkOptions> network;
 };
 nlohmann::json ToJson(const ShimRequest& r);
 // Throws std::exception (model::SpecError for a bad spec) when malformed.
@@ -153,6 +159,7 @@ struct JobRecord {
   ProcessId job;
   ProcessId shim;
   int stop_grace_seconds = model::kDefaultStopGraceSeconds;
+  std::string address;  // the job's own address (network "bridge"); "" none
 };
 nlohmann::json ToJson(const JobRecord& r);
 

@@ -41,6 +41,7 @@ class AttemptRunner {
   struct Started {
     attempt::ProcessId shim;  // who to signal (unset for the sim runner)
     pid_t job_pid = 0;        // the job's main process; 0 when there is none (sim)
+    std::string address;      // the job's own address (network "bridge"); "" none
   };
   using Ended = std::function<void(attempt::Outcome outcome)>;
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "hostd/drivers/container/container.h"
+#include "hostd/network/attachment.h"
 
 namespace pgfleet::hostd {
 
@@ -51,6 +52,17 @@ attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& di
   // cgroup; one killed before left the job in it too.
   int left_in_cgroup =
       container_host.empty() ? 0 : RemoveJobCgroup(container_host, job_id, attempt);
+  // Its network (network "bridge"), if the shim did not take it down: the
+  // job is gone now (killed above, or ended), so nothing uses it any more.
+  if (network::HasSavedAttachment(dir)) {
+    std::string error;
+    if (network::DetachSaved(dir, &error)) {
+      spdlog::info("job={} attempt={} network taken down after its shim", job_id, attempt);
+    } else {
+      spdlog::warn("job={} attempt={} network not taken down (retried at the next restart): {}",
+                   job_id, attempt, error);
+    }
+  }
   auto state = attempt::ReadState(dir);
   if (state.outcome) return *state.outcome;
   // The shim died without recording an outcome (killed, crashed, machine

@@ -40,7 +40,8 @@ std::vector<FoundAttempt> UnsettledAttempts(const std::string& data_dir);
 // or, when the shim died without one, a "lost" outcome appended now, after
 // SIGKILLing whatever is left of the job. container_host: the host id when
 // the container driver ran the attempt ("" otherwise): a cgroup the shim
-// left (it was killed before it could delete it) is emptied and deleted.
+// left (it was killed before it could delete it) is emptied and deleted, and
+// a network attachment it left (network/attachment.h) is taken down (DEL).
 attempt::Outcome FinalOutcome(int64_t job_id, int attempt, const std::string& dir,
                               const std::string& container_host);
 

@@ -18,6 +18,9 @@ std::vector<std::string> JobEnvironment(const RunRequest& req) {
   if (!req.spec.env.count("PATH")) env.push_back(std::string("PATH=") + kDefaultJobPath);
   env.push_back("PGFLEET_JOB_ID=" + std::to_string(req.job_id));
   env.push_back("PGFLEET_ATTEMPT=" + std::to_string(req.attempt));
+  for (const auto& [key, value] : model::JobPortEnv(req.spec.ports, req.host_address)) {
+    env.push_back(key + "=" + value);
+  }
   return env;
 }
 

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/model/driver_kind.h"
 #include "core/model/job_spec.h"
+#include "hostd/network/attachment.h"
 
 namespace pgfleet::hostd {
 
@@ -40,6 +42,12 @@ struct RunRequest {
   // write end of the shim's output pipe (output_log.h). The caller keeps it.
   int output_fd = -1;
   std::string host_id;  // for naming (cgroup path, hostname prefix...)
+  // The host part of hostd's advertised API URL: the host of the job's
+  // PGFLEET_ADDR_<NAME> (spec.ports holds the host ports it was given).
+  std::string host_address;
+  // Network "bridge": the CNI network hostd checked, to attach the job to
+  // before its command runs (hostd/network/attachment.h); unset otherwise.
+  std::optional<network::NetworkOptions> network;
 };
 
 // A descriptor (close-on-exec, above the stdio slots) for the job's stdout and
@@ -53,7 +61,9 @@ inline constexpr const char* kDefaultJobPath =
 
 // The environment a job runs with, as "KEY=value" strings in this order:
 // spec.env (sorted by key), PATH=kDefaultJobPath when spec.env has no PATH,
-// then PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>. Every driver uses it,
+// then PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>, then the ports'
+// PGFLEET_PORT_<NAME> and PGFLEET_ADDR_<NAME> (model::JobPortEnv, with
+// req.host_address) for every network. Every driver uses it,
 // so a job sees the same environment however it runs.
 std::vector<std::string> JobEnvironment(const RunRequest& req);
 
@@ -80,6 +90,9 @@ class Execution {
   // Delivers sig to every process of the job (process group or cgroup).
   // Safe to call at any time, also after exit (then does nothing).
   virtual void Signal(int sig) = 0;
+  // The job's own address on its network (network "bridge"); "" when it
+  // has none of its own.
+  virtual std::string address() const { return ""; }
 };
 
 class Driver {

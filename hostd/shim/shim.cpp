@@ -226,6 +226,8 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
     run.log_path = dir + "/" + attempt::kOutputFile;
     run.output_fd = output_fd;
     run.host_id = req.host_id;
+    run.host_address = req.host_address;
+    run.network = req.network;
     exec = driver->Start(run);
   } catch (const std::exception& e) {
     FailStart(dir, ids, e.what());
@@ -236,10 +238,12 @@ std::unique_ptr<Execution> StartJob(const std::string& dir, const attempt::ShimR
   record.job = {pid, attempt::ProcStartTime(pid)};  // our unreaped child: the pid is stable
   record.shim = {getpid(), attempt::ProcStartTime(getpid())};
   record.stop_grace_seconds = req.spec.stop_grace_seconds;
-  // hostd first: it learns the pid from the pipe, and its running report need
-  // not wait for a file to be made. The record is for a hostd that restarts
-  // (it waits for it while this shim lives, Supervisor::Watch).
-  TellHostd("ok " + std::to_string(pid));
+  record.address = exec->address();
+  // hostd first: it learns the pid (and the job's address) from the pipe, and
+  // its running report need not wait for a file to be made. The record is for
+  // a hostd that restarts (it waits for it while this shim lives,
+  // Supervisor::Watch).
+  TellHostd("ok " + std::to_string(pid) + (record.address.empty() ? "" : " " + record.address));
   std::string err;
   if (!attempt::AppendRecord(dir, attempt::ToJson(record), &err)) {
     spdlog::error("{} {}", ids, err);  // hostd learned the pid from the pipe; a restart would not

@@ -83,6 +83,15 @@ bool ShimClient::Judge(const std::string& dir, const Reply& reply, Started* out,
                        std::string* error) const {
   if (reply.complete && reply.text.rfind("ok ", 0) == 0) {
     out->job_pid = static_cast<pid_t>(std::atoi(reply.text.c_str() + 3));
+    const size_t space = reply.text.find(' ', 3);
+    if (space != std::string::npos) {
+      // An address, as the shim's driver read it from the CNI result; the
+      // database checks it again (pgfleet.reported_address).
+      std::string addr = reply.text.substr(space + 1, 45);
+      if (addr.find_first_not_of("0123456789abcdefABCDEF.:") == std::string::npos) {
+        out->address = addr;
+      }
+    }
     if (out->job_pid > 0) return true;
   }
   if (!reply.complete) {

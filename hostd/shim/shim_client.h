@@ -41,6 +41,7 @@ class ShimClient {
   struct Started {
     attempt::ProcessId shim;  // who to signal
     pid_t job_pid = 0;        // the job's main process
+    std::string address;      // the job's own address (network "bridge"); "" none
   };
   // Starts the shim of the attempt in `dir` (created by the caller, holding
   // nothing yet) running `req`, and waits for its answer. True with *out, or
@@ -56,7 +57,7 @@ class ShimClient {
  private:
   // The start pipe's answer, read until EOF or the deadline.
   struct Reply {
-    std::string text;       // "ok <pid>" or "fail <message>"
+    std::string text;       // "ok <pid>[ <address>]" or "fail <message>"
     bool complete = false;  // EOF seen: the shim has said all it will say
   };
   static Reply ReadReply(int fd, std::chrono::steady_clock::time_point deadline);

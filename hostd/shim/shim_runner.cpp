@@ -91,6 +91,7 @@ bool ShimRunner::Start(const attempt::ShimRequest& req, Started* out, std::strin
   if (!shims_.Start(dir, req, &started, error)) return false;
   out->shim = started.shim;
   out->job_pid = started.job_pid;
+  out->address = started.address;
   return true;
 }
 

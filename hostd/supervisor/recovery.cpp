@@ -22,6 +22,7 @@ Supervisor::RecoverSummary Supervisor::Recover() {
     if (const auto& job = found.state.started) {
       rec->pid = job->job.pid;
       rec->handle.shim = job->shim;
+      rec->handle.address = job->address;
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
     }
     if (found.shim_alive) {

@@ -129,13 +129,34 @@ std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
   return std::nullopt;
 }
 
+std::optional<std::string> RefusedNetwork(const model::JobSpec& spec,
+                                          const model::DriverCapabilities& driver,
+                                          const SupervisorOptions& options) {
+  if (spec.network != "bridge") return std::nullopt;
+  if (!driver.isolates) {
+    return "network \"bridge\" needs the container driver: this host runs the " + options.driver +
+           " driver, which offers only networks host and none";
+  }
+  if (!options.bridge) {
+    return "network \"bridge\" is not available on this host: " + options.bridge_missing;
+  }
+  return std::nullopt;
+}
+
+std::string Supervisor::AddressOf(int64_t job_id, int attempt) const {
+  util::MutexLock lock(mu_);
+  auto it = records_.find({job_id, attempt});
+  return it == records_.end() ? std::string() : it->second->handle.address;
+}
+
 Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const model::JobSpec& spec,
                                           std::string* error) {
   auto rec = NewRecord(job_id, attempt);
   rec->spec = spec;
   rec->uid = spec.uid;
   // Decided before taking the lock: it matches regular expressions.
-  const auto refused = RefusedAsUnprivileged(spec, caps_);
+  auto refused = RefusedAsUnprivileged(spec, caps_);
+  if (!refused) refused = RefusedNetwork(spec, caps_, options_);
   {
     util::MutexLock lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;
@@ -223,6 +244,8 @@ attempt::ShimRequest Supervisor::ShimRequestFor(const Record& rec) const {
       rec.spec.log_max_file_mb > 0 ? rec.spec.log_max_file_mb : options_.log_max_file_mb;
   req.log_forward = options_.log_forward;
   req.job_ids = options_.job_ids;
+  req.host_address = options_.host_address;
+  if (rec.spec.network == "bridge") req.network = options_.bridge;
   return req;
 }
 
@@ -241,6 +264,7 @@ void Supervisor::Watch(std::shared_ptr<Record> rec) {
       util::MutexLock lock(mu_);
       rec->pid = job->job.pid;
       rec->handle.shim = job->shim;
+      rec->handle.address = job->address;
       rec->spec.stop_grace_seconds = job->stop_grace_seconds;
       Running(rec);
       break;

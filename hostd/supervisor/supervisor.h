@@ -72,6 +72,12 @@ struct JobInfo {
 // (process) runs none.
 std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
                                                  const model::DriverCapabilities& driver);
+// Why a spec's network cannot be given here, or nullopt: "bridge" needs a
+// driver that isolates (container) and a working CNI network (options.bridge).
+struct SupervisorOptions;
+std::optional<std::string> RefusedNetwork(const model::JobSpec& spec,
+                                          const model::DriverCapabilities& driver,
+                                          const SupervisorOptions& options);
 
 // A running attempt with a health check, as the health monitor
 // (hostd/health/health_monitor.h) sees it.
@@ -111,6 +117,14 @@ struct SupervisorOptions {
   std::string log_forward;
   // The container driver's user namespace ids (--job-ids, drivers/driver.h).
   JobIdRange job_ids;
+  // The host part of hostd's advertised URL: the host of every job's
+  // PGFLEET_ADDR_<NAME>.
+  std::string host_address;
+  // The CNI network of network "bridge" jobs (hostd/network/), when this
+  // host offers it; else bridge_missing says why not (the start_failed error
+  // of a bridge job dispatched here all the same).
+  std::optional<network::NetworkOptions> bridge;
+  std::string bridge_missing = "hostd has no working CNI configuration";
   // Whether an attempt's directory was collected (collector.h): such an
   // attempt is never started again, like one whose directory exists.
   // uid: the job's (jobs.uid); a collection recorded for another uid is
@@ -206,6 +220,9 @@ class Supervisor {
                      const std::string& reason);
 
   bool Known(int64_t job_id, int attempt) const;
+  // The attempt's own address (network "bridge", as its shim reported it),
+  // for its running report; "" when it has none or is not known here.
+  std::string AddressOf(int64_t job_id, int attempt) const;
   // Called before (job, attempt) of the job with this uid is started, stopped
   // or judged: a record here of that id and number for another uid (another
   // or a restored database) is dropped, its job killed if it still runs, and

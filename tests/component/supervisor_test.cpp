@@ -2,17 +2,20 @@
 // which attempts it claims, starts, signals and reports, and when, with no
 // database, no shim, no process. The runner's contract is attempt_runner.h's.
 
+#include "hostd/supervisor/supervisor.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "hostd/supervisor/supervisor.h"
+#include "hostd/network/cni_config.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -30,6 +33,7 @@ class FakeRunner : public AttemptRunner {
     std::vector<std::pair<Key, int>> signals;
     std::map<Key, Ended> running;
     std::string fail_start;  // non-empty: Start fails with it
+    std::vector<attempt::ShimRequest> requests;  // every request Start got
   };
   explicit FakeRunner(Shared* s) : s_(s) {}
 
@@ -45,6 +49,8 @@ class FakeRunner : public AttemptRunner {
       return false;
     }
     s_->started.push_back({req.job_id, req.attempt});
+    s_->requests.push_back(req);
+    if (req.network) out->address = "10.89.0." + std::to_string(req.job_id);
     out->job_pid = 4000 + static_cast<pid_t>(req.job_id);
     out->shim.pid = 9000 + static_cast<pid_t>(req.job_id);
     return true;
@@ -68,10 +74,14 @@ class FakeRunner : public AttemptRunner {
 
 class SupervisorTest : public ::testing::Test {
  protected:
-  void Make(const std::string& driver = "container") {
+  void Make(const std::string& driver = "container",
+            std::optional<network::NetworkOptions> bridge = std::nullopt) {
     SupervisorOptions o;
     o.host_id = "h1";
     o.driver = driver;
+    o.host_address = "192.0.2.7";
+    o.bridge = std::move(bridge);
+    if (!o.bridge) o.bridge_missing = "no bridge network: CNI plugin portmap not found in /x";
     sup_ = std::make_unique<Supervisor>(
         o,
         [this](model::Report r) {
@@ -83,12 +93,12 @@ class SupervisorTest : public ::testing::Test {
   void SetUp() override { Make(); }
 
   Supervisor::StartResult Start(int64_t job, int attempt, const std::string& uid = "u",
-                                bool privileged = false) {
+                                bool privileged = false, const std::string& net = "none") {
     model::JobSpec spec;
     spec.command = {"true"};
     spec.uid = uid;
     spec.privileged = privileged;
-    spec.network = "none";
+    spec.network = net;
     std::string error;
     auto r = sup_->Start(job, attempt, spec, &error);
     last_error_ = error;
@@ -239,6 +249,35 @@ TEST_F(SupervisorTest, AHostThatDoesNotIsolateRunsNoUnprivilegedJob) {
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].rfind("6-1 start_failed", 0), 0u) << reports[0];
   EXPECT_EQ(reports[1], "6-2 running");
+}
+
+TEST_F(SupervisorTest, ABridgeJobStartsOnlyWhereTheHostOffersBridge) {
+  Make("process");
+  EXPECT_EQ(Start(7, 1, "u", /*privileged=*/true, "bridge"), Supervisor::StartResult::kFailed);
+  EXPECT_EQ(last_error_,
+            "network \"bridge\" needs the container driver: this host runs the process driver, "
+            "which offers only networks host and none");
+  Make("container");  // no working CNI configuration
+  EXPECT_EQ(Start(7, 2, "u", false, "bridge"), Supervisor::StartResult::kFailed);
+  EXPECT_EQ(last_error_,
+            "network \"bridge\" is not available on this host: no bridge network: CNI plugin "
+            "portmap not found in /x");
+  network::NetworkOptions net;
+  net.conflist = network::DefaultConfList({});
+  net.bin_dirs = {"/usr/lib/cni"};
+  Make("container", net);
+  EXPECT_EQ(Start(7, 3, "u", false, "bridge"), Supervisor::StartResult::kStarted);
+  EXPECT_EQ(Start(8, 1, "u", false, "none"), Supervisor::StartResult::kStarted);
+  {
+    std::lock_guard<std::mutex> lock(runner_.mu);
+    ASSERT_EQ(runner_.requests.size(), 2u);
+    EXPECT_TRUE(runner_.requests[0].network);   // the bridge job's shim attaches it
+    EXPECT_FALSE(runner_.requests[1].network);  // the none job's has nothing to attach
+    EXPECT_EQ(runner_.requests[0].host_address, "192.0.2.7");
+  }
+  // The address its shim reported goes with its running report.
+  EXPECT_EQ(sup_->AddressOf(7, 3), "10.89.0.7");
+  EXPECT_EQ(sup_->AddressOf(8, 1), "");
 }
 
 TEST_F(SupervisorTest, AStartTheRunnerCannotMakeIsReportedStartFailed) {

@@ -24,6 +24,7 @@
 #include "hostd/drivers/container/container_disk.h"
 #include "hostd/drivers/container/container_execution.h"
 #include "hostd/drivers/container/container_plan.h"
+#include "hostd/network/attachment.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -75,6 +76,7 @@ class ContainerDriver : public Driver {
                   std::string staging_root)
       : sys_(sys),
         opts_(opts),
+        network_scope_(CgroupScopeOf(opts.data_dir)),
         context_{std::move(data_dir), opts.job_ids, std::move(staging_root), KernelCapLast()} {}
 
   ~ContainerDriver() override {
@@ -96,12 +98,14 @@ class ContainerDriver : public Driver {
   static void OpenChildFds(const RunRequest& req, ChildPlan* plan, ChildFds* fds);
   std::unique_ptr<JobCgroup> MakeCgroup(const RunRequest& req, pid_t pid) const;
   // Releases the child and learns how its exec went; returns the job's pid
-  // (the child's, when the job's process never said).
-  static pid_t AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
-                         container::JobDisk* disk);
+  // (the child's, when the job's process never said). Network "bridge": the
+  // paused child's namespace is attached (*net) before it may go on.
+  pid_t AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan, const RunRequest& req,
+                  container::JobDisk* disk, std::optional<network::Attachment>* net) const;
 
   const CgroupSystem& sys_;
   const DriverOptions opts_;
+  const std::string network_scope_;  // container IDs' (network/attachment.h)
   const container::PlanContext context_;
 };
 
@@ -205,7 +209,8 @@ bool ReceiveReport(int fd, container::ChildReport* report, size_t* got, pid_t* s
 }
 
 pid_t ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& plan,
-                                 const RunRequest& req, container::JobDisk* disk) {
+                                 const RunRequest& req, container::JobDisk* disk,
+                                 std::optional<network::Attachment>* net) const {
   // Release the child, then learn how its exec went: EOF (the socket closed
   // on exec) means it is running the job; a report means setup failed, or
   // that its user namespace waits for its id maps, or that the job forked.
@@ -222,6 +227,20 @@ pid_t ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& pla
     if (report.step != container::kPaused) break;
     if (plan.userns) WriteIdMaps(pid, plan.id_range);
     if (disk) disk->Mounted(OpenMountedWorkDir(pid, plan));
+    if (plan.await_network && !*net) {
+      if (!req.network) {
+        throw DriverError(
+            "network \"bridge\" is not available on this host (hostd has no "
+            "working CNI configuration)");
+      }
+      try {
+        *net = network::Attach(*req.network, req.attempt_dir,
+                               network::ContainerId(network_scope_, req.job_id, req.attempt), pid,
+                               req.spec.ports);
+      } catch (const std::exception& e) {
+        throw DriverError(std::string("network \"bridge\" could not be set up: ") + e.what());
+      }
+    }
     char mapped = 'm';
     send(parent_end, &mapped, 1, MSG_NOSIGNAL);
   }
@@ -265,18 +284,25 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
     }
   };
   std::unique_ptr<JobCgroup> cgroup;
+  std::optional<network::Attachment> net;
   pid_t job = pid;
   try {
     cgroup = MakeCgroup(req, pid);
-    job = AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get());
+    job = AwaitExec(fds.parent_end.get(), pid, plan, req, disk.get(), &net);
   } catch (const std::exception& e) {
     reap();
     cgroup.reset();
+    std::string error;
+    if (net && !network::Detach(*net, req.attempt_dir, &error)) {
+      spdlog::warn("{} network not taken down after the failed start: {}", ids, error);
+    }
     throw DriverError(e.what());
   }
+  if (net) spdlog::debug("{} network {} address={}", ids, net->container_id, net->address());
   spdlog::debug("{} container started init={} job={} cgroup={}", ids, pid, job, cgroup->path());
   return container::MakeExecution(pid, job, fds.status_read.release(), std::move(cgroup),
-                                 req.spec.memory, ids, std::move(disk));
+                                  req.spec.memory, ids, std::move(disk), std::move(net),
+                                  req.attempt_dir);
 }
 
 }  // namespace

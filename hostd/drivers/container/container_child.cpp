@@ -181,10 +181,10 @@ void RedirectStdioAndAwaitCgroup(const ChildPlan& p) {
 // set up by the host's root (so the job's mount, PID, UTS, IPC and network
 // namespaces stay owned by the host's user namespace, and no capability the
 // job holds reaches them). The parent maps its ids, and takes hold of the
-// job's disk, while the child waits here; until then nothing here creates a
-// file.
+// job's disk, and attaches its network namespace (network "bridge"), while
+// the child waits here; until then nothing here creates a file.
 void EnterUserNamespaceAndPause(const ChildPlan& p) {
-  if (!p.userns && p.disk_device.empty()) return;
+  if (!p.userns && p.disk_device.empty() && !p.await_network) return;
   if (p.userns && unshare(CLONE_NEWUSER) != 0) ChildFail(p, kNewUserNamespace, errno);
   ChildReport wanted{kPaused, 0};
   if (send(p.sync_fd, &wanted, sizeof wanted, MSG_NOSIGNAL) != sizeof wanted) _exit(127);

@@ -18,14 +18,18 @@ class ContainerExecution : public Execution {
   // init: the container's PID 1 (our child); job: the job's process, as the
   // host sees it; status_fd: read end of the init's status pipe (owned).
   ContainerExecution(pid_t init, pid_t job, int status_fd, std::unique_ptr<JobCgroup> cgroup,
-                     int memory_mib, std::string ids, std::unique_ptr<JobDisk> disk)
+                     int memory_mib, std::string ids, std::unique_ptr<JobDisk> disk,
+                     std::optional<network::Attachment> net, std::string attempt_dir)
       : pid_(init),
         job_pid_(job),
         status_(status_fd),
         cgroup_(std::move(cgroup)),
         memory_mib_(memory_mib),
         ids_(std::move(ids)),
-        disk_(std::move(disk)) {}
+        disk_(std::move(disk)),
+        net_(std::move(net)),
+        address_(net_ ? net_->address() : std::string()),
+        attempt_dir_(std::move(attempt_dir)) {}
 
   ~ContainerExecution() override {
     if (!waited_) {
@@ -36,6 +40,7 @@ class ContainerExecution : public Execution {
   }
 
   pid_t pid() const override { return job_pid_; }
+  std::string address() const override { return address_; }
 
   ExitStatus Wait() override {
     int status = 0;
@@ -74,6 +79,14 @@ class ContainerExecution : public Execution {
       bool failed = s.signal != 0 || s.exit_code != 0;
       if (!full.empty() && failed && s.error.empty()) s.error = full;
     }
+    if (net_) {
+      // The job is gone: its network goes too (hostd retries from the saved
+      // record, attempt/outcome.h, if this fails or never runs).
+      std::string error;
+      if (!network::Detach(*net_, attempt_dir_, &error)) {
+        spdlog::warn("{} network {} not taken down: {}", ids_, net_->container_id, error);
+      }
+    }
     spdlog::debug("{} container exited code={} signal={} oom={} peak={} cpu={:.3f}s", ids_,
                   s.exit_code, s.signal, s.oom_killed, s.peak_memory_bytes, s.cpu_seconds);
     return s;
@@ -99,6 +112,9 @@ class ContainerExecution : public Execution {
   const int memory_mib_;
   const std::string ids_;
   const std::unique_ptr<JobDisk> disk_;  // null: no disk limit
+  const std::optional<network::Attachment> net_;  // network "bridge"
+  const std::string address_;
+  const std::string attempt_dir_;
   util::Mutex mu_;
   bool waited_ GUARDED_BY(mu_) = false;  // once true, the cgroup is gone
 };
@@ -107,9 +123,12 @@ class ContainerExecution : public Execution {
 
 std::unique_ptr<Execution> MakeExecution(pid_t init, pid_t job, int status_fd,
                                          std::unique_ptr<JobCgroup> cgroup, int memory_mib,
-                                         std::string ids, std::unique_ptr<JobDisk> disk) {
+                                         std::string ids, std::unique_ptr<JobDisk> disk,
+                                         std::optional<network::Attachment> net,
+                                         std::string attempt_dir) {
   return std::make_unique<ContainerExecution>(init, job, status_fd, std::move(cgroup), memory_mib,
-                                              std::move(ids), std::move(disk));
+                                              std::move(ids), std::move(disk), std::move(net),
+                                              std::move(attempt_dir));
 }
 
 }  // namespace pgfleet::hostd::container

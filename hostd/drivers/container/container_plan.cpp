@@ -277,7 +277,9 @@ std::string RealPath(const std::string& path) {
   return s;
 }
 
-bool WantsNewNetwork(const model::JobSpec& spec) { return spec.network == "none"; }
+bool WantsNewNetwork(const model::JobSpec& spec) {
+  return spec.network == "none" || spec.network == "bridge";
+}
 
 void ProcessStrings(ChildPlan* p) {
   std::ifstream in("/proc/self/stat");
@@ -306,7 +308,8 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
     throw DriverError("command must not be empty");
   }
   if (!WantsNewNetwork(spec) && !spec.network.empty() && spec.network != "host") {
-    throw DriverError("network must be \"host\" or \"none\" (got \"" + spec.network + "\")");
+    throw DriverError("network must be \"host\", \"none\" or \"bridge\" (got \"" + spec.network +
+                      "\")");
   }
   ChildPlan p;
   ProcessStrings(&p);
@@ -318,6 +321,7 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context) {
   p.hostname = std::to_string(req.job_id);
   PlanEtcFiles(req, &p);
   p.loopback_up = WantsNewNetwork(spec);
+  p.await_network = spec.network == "bridge";
   // Every job but a privileged one that opted out (PrivilegeProblem keeps
   // "unconfined" to privileged jobs).
   if (spec.seccomp != "unconfined" || !spec.privileged) p.seccomp = &DefaultSeccompProgram();

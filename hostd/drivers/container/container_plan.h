@@ -58,6 +58,9 @@ struct ChildPlan {
   // the root lacks (and cannot get) is left out.
   std::vector<std::string> etc_sources, etc_targets;
   bool loopback_up = false;  // new network namespace: bring up lo, as Docker's "none" does
+  // Network "bridge": the child waits (kPaused) while the parent attaches
+  // its namespace to the CNI network; the command runs only after.
+  bool await_network = false;
   // Loaded last before exec (seccomp_filter.h); null for privileged jobs.
   const std::vector<sock_filter>* seccomp = nullptr;
 
@@ -115,7 +118,8 @@ ChildPlan BuildPlan(const RunRequest& req, const PlanContext& context);
 // (/proc/self/stat): sets p's arg_* and env_* (left null when unknown).
 void ProcessStrings(ChildPlan* p);
 
-// Whether the plan runs the job in a new network namespace (network "none").
+// Whether the plan runs the job in a new network namespace (network "none"
+// or "bridge").
 bool WantsNewNetwork(const model::JobSpec& spec);
 
 std::string ErrnoText(int err);

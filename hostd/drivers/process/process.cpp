@@ -68,6 +68,11 @@ class ProcessDriver : public Driver {
                         " MiB needs the container driver (this host runs jobs as plain processes, "
                         "which share hostd's disk)");
     }
+    if (req.spec.network == "bridge") {
+      throw DriverError(
+          "network \"bridge\" needs the container driver (this host runs jobs as plain "
+          "processes on the host's network)");
+    }
     std::vector<std::string> env_store = JobEnvironment(req);
     std::vector<char*> envp, argv;
     for (auto& e : env_store) envp.push_back(e.data());
