@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -93,9 +94,48 @@ std::vector<size_t> MatchingHosts(const Constraints& constraints, bool privilege
   return out;
 }
 
-// Whether `job` has room on `host` now: cpu, memory and its ports.
-bool HasRoom(const JobRequest& job, const HostView& host) {
-  return Fits(job, host) && (job.ports.empty() || PickPorts(job, host).has_value());
+// The free ports of each host's range, by host index, kept by a plan as it
+// charges ports: what port 0 requests are checked against, so that
+// checking a host costs no walk of its held ports.
+using FreePorts = std::vector<int64_t>;
+
+int64_t FreePortsOf(const HostView& host) {
+  if (host.port_hi < host.port_lo) return 0;
+  const auto& held = host.ports_held;
+  const int64_t in_range =
+      std::distance(held.lower_bound(host.port_lo), held.upper_bound(host.port_hi));
+  return int64_t{host.port_hi} - host.port_lo + 1 - in_range;
+}
+
+FreePorts FreePortsOfAll(const std::vector<HostView>& hosts) {
+  FreePorts out;
+  out.reserve(hosts.size());
+  for (const auto& h : hosts) out.push_back(FreePortsOf(h));
+  return out;
+}
+
+// Whether PickPorts would find the job's ports on the host (with `free`
+// ports free in its range), without picking them: no allocation, as this
+// runs for every matching host.
+bool PortsFit(const JobRequest& job, const HostView& host, int64_t free) {
+  int64_t dynamic = 0;
+  for (const auto& [name, port] : job.ports) {
+    if (port == 0) {
+      ++dynamic;
+      continue;
+    }
+    const bool in_range = port >= host.port_lo && port <= host.port_hi;
+    if (port < 1 || port > 65535 || host.ports_held.count(port) || (!job.privileged && !in_range))
+      return false;
+    free -= in_range;  // a named port of the range is not free for port 0
+  }
+  return dynamic <= free;
+}
+
+// Whether `job` has room on host `i` now: cpu, memory and its ports.
+bool HasRoom(const JobRequest& job, const std::vector<HostView>& hosts, size_t i,
+             const FreePorts& free) {
+  return Fits(job, hosts[i]) && (job.ports.empty() || PortsFit(job, hosts[i], free[i]));
 }
 
 std::string RangeText(const HostView& host) {
@@ -166,12 +206,12 @@ std::string PortsNeverFit(const JobRequest& job, const std::vector<size_t>& matc
 // fullest-after-placement host among `matching` that has room for `job` now,
 // or kNoHost.
 size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
-                const std::vector<HostView>& hosts) {
+                const std::vector<HostView>& hosts, const FreePorts& free) {
   size_t best = kNoHost;
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
-    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, host)) continue;
+    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, hosts, i, free)) continue;
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || Fuller(fullness, best_fullness)) {
       best = i;
@@ -205,14 +245,15 @@ std::map<std::string, int> SpreadCounts(const std::string& key, const std::vecto
 // after placing it among those; kNoHost when none has room. One pass over
 // the hosts to count, one over the matching ones to rank.
 size_t PickSpreadHost(const JobRequest& job, const std::vector<size_t>& matching,
-                      const std::vector<HostView>& hosts, const HostCounts& counts) {
+                      const std::vector<HostView>& hosts, const HostCounts& counts,
+                      const FreePorts& free) {
   const std::map<std::string, int> by_value = SpreadCounts(job.spread, hosts, counts);
   size_t best = kNoHost;
   int best_count = 0;
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
-    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, host)) continue;
+    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, hosts, i, free)) continue;
     const int count = by_value.at(SpreadValue(job.spread, host));
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || count < best_count ||
@@ -329,7 +370,8 @@ std::optional<std::map<std::string, int>> PickPorts(const JobRequest& job, const
   std::set<int> taken;  // this job's own named ports
   for (const auto& [name, port] : job.ports) {
     if (port == 0) continue;
-    if (port < 1 || port > 65535 || host.ports_held.count(port)) return std::nullopt;
+    if (port < 1 || port > 65535 || host.ports_held.count(port) || taken.count(port))
+      return std::nullopt;
     if (!job.privileged && (port < host.port_lo || port > host.port_hi)) return std::nullopt;
     out[name] = port;
     taken.insert(port);
@@ -396,6 +438,7 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
   std::stable_sort(jobs.begin(), jobs.end(), PlacesBefore);
   HostCounts counts = running;  // charged with each placement, for later spread jobs
   const std::vector<size_t> by_id = HostsById(hosts);
+  FreePorts free_ports = FreePortsOfAll(hosts);  // charged with each placement
   struct Group {
     std::vector<size_t> matching;
     // The smallest request seen to find no room in this group: room only
@@ -404,30 +447,28 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
     // full fleet looked at every host once per job).
     std::optional<std::pair<int, int>> no_room;
   };
-  std::map<std::tuple<Constraints, bool, std::string, bool>, Group> groups;
+  // Jobs asking for the same ports share a group: room for them (ports
+  // included) only shrinks during a plan, as for cpu and memory.
+  std::map<std::tuple<Constraints, bool, std::string, bool, std::map<std::string, int>>, Group>
+      groups;
 
   Plan plan;
   plan.placements.reserve(jobs.size());
   for (const JobRequest& job : jobs) {
     auto [it, inserted] =
-        groups.try_emplace({job.constraints, job.privileged, job.pinned_host, job.bridge});
+        groups.try_emplace({job.constraints, job.privileged, job.pinned_host, job.bridge, job.ports});
     if (inserted)
       it->second.matching = MatchingHosts(job.constraints, job.privileged, job.pinned_host,
                                           job.bridge, hosts, by_id);
     Group& group = it->second;
     const std::vector<size_t>& matching = group.matching;
 
-    // The no_room shortcut holds for cpu and memory only: a job with ports
-    // may find no room where a larger one without finds some, and the
-    // other way round.
-    const bool by_size = job.ports.empty();
     size_t best = kNoHost;
-    if (RequestError(job).empty() &&
-        !(by_size && group.no_room && job.cpu >= group.no_room->first &&
-          job.memory >= group.no_room->second)) {
-      best = job.spread.empty() ? PickHost(job, matching, hosts)
-                                : PickSpreadHost(job, matching, hosts, counts);
-      if (by_size && best == kNoHost &&
+    if (RequestError(job).empty() && !(group.no_room && job.cpu >= group.no_room->first &&
+                                       job.memory >= group.no_room->second)) {
+      best = job.spread.empty() ? PickHost(job, matching, hosts, free_ports)
+                                : PickSpreadHost(job, matching, hosts, counts, free_ports);
+      if (best == kNoHost &&
           (!group.no_room ||
            (job.cpu <= group.no_room->first && job.memory <= group.no_room->second))) {
         group.no_room = std::make_pair(job.cpu, job.memory);
@@ -440,8 +481,16 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
     HostView& host = hosts[best];
     std::map<std::string, int> ports;
     if (!job.ports.empty()) {
-      ports = *PickPorts(job, host);  // HasRoom said it has them
-      for (const auto& [name, port] : ports) host.ports_held.insert(port);
+      auto picked = PickPorts(job, host);  // PortsFit said it has them; never trusted blindly
+      if (!picked) {
+        plan.unplaced.push_back(Explain(job, matching, hosts));
+        continue;
+      }
+      ports = std::move(*picked);
+      for (const auto& [name, port] : ports) {
+        host.ports_held.insert(port);
+        free_ports[best] -= port >= host.port_lo && port <= host.port_hi;
+      }
     }
     host.cpu_allocated += job.cpu;
     host.memory_allocated += job.memory;

@@ -361,7 +361,7 @@ TEST_F(FoundationTest, CliRejectsBadFlagsWithExitCode2AndChangesNothing) {
                                              {"run", "--memory", "0", "--", "true"},
                                              {"run", "--priority", "101", "--", "true"},
                                              {"run", "--env", "NOEQUALS", "--", "true"},
-                                             {"run", "--network", "bridge", "--", "true"},
+                                             {"run", "--network", "overlay", "--", "true"},
                                              {"run", "--bogus", "--", "true"},
                                              {"run"},
                                              {"ps", "--limit", "0"},

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <string>
 
@@ -132,6 +133,31 @@ TEST(Placement, ReasonsNameThePort) {
   EXPECT_TRUE(many.unplaced[0].never_fits);
   EXPECT_NE(std::string::npos, many.unplaced[0].reason.find("3 ports asked")) << many.unplaced[0].reason;
   EXPECT_NE(std::string::npos, many.unplaced[0].reason.find("holds 2")) << many.unplaced[0].reason;
+}
+
+// The plan's quick check of room for ports (no allocation per host) agrees
+// with PickPorts on random hosts and jobs: a host the plan finds room on
+// gives the ports, and one it passes over would not have.
+TEST(Placement, ThePlansPortCheckAgreesWithPickPorts) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> lo(20000, 20010), len(0, 6), pick(19995, 20020), names(0, 4);
+  for (int round = 0; round < 2000; ++round) {
+    HostView h = Ranged("h1", lo(rng), 0);
+    h.port_hi = h.port_lo + len(rng) - 1;
+    for (int k = names(rng) + 1; k > 0; --k) h.ports_held.insert(pick(rng));
+    JobRequest j = Job(1, 100, 64);
+    j.privileged = round % 3 == 0;
+    std::set<int> named;  // a spec names no number twice
+    for (int k = names(rng); k > 0; --k) {
+      const int port = round % 2 ? 0 : pick(rng);
+      if (port == 0 || named.insert(port).second) j.ports["p" + std::to_string(k)] = port;
+    }
+    if (j.ports.empty()) j.ports["p"] = 0;
+    const bool picks = PickPorts(j, h).has_value();
+    Plan plan = PlanPlacements({j}, {h});
+    EXPECT_EQ(picks, plan.placements.size() == 1) << "round " << round;
+    if (!plan.placements.empty()) EXPECT_EQ(*PickPorts(j, h), plan.placements[0].ports);
+  }
 }
 
 }  // namespace
