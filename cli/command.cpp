@@ -92,7 +92,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> SplitAtDoubleDash(
 }
 
 void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
-                           std::vector<std::string>* constraints, HealthFlags* health) {
+                           std::vector<std::string>* constraints, std::vector<std::string>* ports,
+                           HealthFlags* health) {
   model::JobSpec& s = *spec;
   s.network.clear();  // unless given, the database's default (pgfleet.default_network)
   cmd.Options()("cpu", po::value(&s.cpu), "CPU in millicores (default 100)")(
@@ -104,7 +105,10 @@ void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::
       "rootfs", po::value(&s.rootfs), "container root filesystem (directory or name)")(
       "user", po::value(&s.user), "user to run as (container default: nobody)")(
       "network", po::value(&s.network),
-      "host or none (default: host for members of pgfleet_privileged, else none)")(
+      "host, none or bridge (default: host for members of pgfleet_privileged, else none)")(
+      "port", po::value(ports)->composing(),
+      "named port NAME=PORT the job listens on, 0 for any free port of its host (repeatable; "
+      "the job sees PGFLEET_PORT_NAME)")(
       "pids-max", po::value(&s.pids_max), "maximum processes (default 1024)")(
       "seccomp", po::value(&s.seccomp),
       "default (the default seccomp filter) or unconfined (members of pgfleet_privileged only)")(
@@ -188,9 +192,23 @@ std::optional<model::HealthCheck> HealthCheckOf(const HealthFlags& h) {
 }  // namespace
 
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
-                  const HealthFlags& health, model::JobSpec* spec) {
+                  const std::vector<std::string>& ports, const HealthFlags& health,
+                  model::JobSpec* spec) {
   try {
     spec->health_check = HealthCheckOf(health);
+    for (const auto& p : ports) {
+      auto [name, number] = model::ParseKeyValue("--port", p);
+      if (spec->ports.count(name)) {
+        throw model::SpecError("ports", "--port " + name + " is given twice");
+      }
+      if (number.empty() || number.size() > 5 ||
+          number.find_first_not_of("0123456789") != std::string::npos) {
+        throw model::SpecError("ports", "--port " + name +
+                                            " must be a whole number from 0 to 65535 (got \"" +
+                                            number + "\")");
+      }
+      spec->ports[name] = std::stoi(number);
+    }
     for (const auto& e : envs) spec->env.insert(model::ParseKeyValue("--env", e));
     for (const auto& c : constraints) {
       spec->constraints.insert(model::ParseKeyValue("--constraint", c));

@@ -117,19 +117,21 @@ struct HealthFlags {
   std::optional<int> interval, timeout, threshold, grace;
 };
 
-// Adds the --env and --constraint KEY=VALUE words and the health check to
-// *spec, then checks every rule of the spec; a bad word or a broken rule is a
-// UsageError.
+// Adds the --env and --constraint KEY=VALUE words, the --port NAME=PORT
+// words and the health check to *spec, then checks every rule of the spec; a
+// bad word or a broken rule is a UsageError.
 void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::string>& constraints,
-                  const HealthFlags& health, model::JobSpec* spec);
+                  const std::vector<std::string>& ports, const HealthFlags& health,
+                  model::JobSpec* spec);
 
 // The flags that say how a job runs (cpu, memory, env, constraint, priority,
 // rootfs, user, network, pids-max, cpu-hard-limit, stop-grace, health-*),
 // shared by `run` and `formation create` (a formation's template is a whole
-// job). --env and --constraint words go to *envs and *constraints, the
-// health flags to *health (CompleteSpec).
+// job). --env, --constraint and --port words go to *envs, *constraints and
+// *ports, the health flags to *health (CompleteSpec).
 void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::string>* envs,
-                           std::vector<std::string>* constraints, HealthFlags* health);
+                           std::vector<std::string>* constraints, std::vector<std::string>* ports,
+                           HealthFlags* health);
 
 // A JOB argument; throws UsageError unless it is a positive integer.
 int64_t ParseJobId(const std::string& s);
@@ -150,5 +152,6 @@ int CmdFormation(const std::vector<std::string>& args);
 int CmdWait(const std::vector<std::string>& args);
 int CmdFs(const std::vector<std::string>& args);
 int CmdExec(const std::vector<std::string>& args);
+int CmdEndpoints(const std::vector<std::string>& args);
 
 }  // namespace pgfleet::cli

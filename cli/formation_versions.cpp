@@ -36,7 +36,7 @@ int WholeNumber(const std::string& what, const std::string& word, int min) {
 }
 
 struct UpdateFlags {
-  std::vector<std::string> pos, envs, constraints;
+  std::vector<std::string> pos, envs, constraints, ports;
   HealthFlags health;
   model::JobSpec job;
   int replicas = 0;
@@ -52,7 +52,7 @@ json UpdateChanges(const Command& cmd, UpdateFlags* flags,
   // Every rule of a job spec applies to the given values as to `run`'s.
   model::JobSpec checked = s;
   checked.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
-  CompleteSpec(flags->envs, flags->constraints, flags->health, &checked);
+  CompleteSpec(flags->envs, flags->constraints, flags->ports, flags->health, &checked);
   json c = RolloutChanges(cmd, flags->rollout);
   if (!command.empty()) c["command"] = command;
   if (cmd.Given("env")) c["env"] = checked.env;
@@ -69,6 +69,7 @@ json UpdateChanges(const Command& cmd, UpdateFlags* flags,
   if (s.cpu_hard_limit) c["cpu_hard_limit"] = true;
   if (cmd.Given("stop-grace")) c["stop_grace_seconds"] = s.stop_grace_seconds;
   if (checked.health_check) c["health_check"] = model::ToJson(*checked.health_check);
+  if (cmd.Given("port")) c["ports"] = checked.ports;
   if (cmd.Given("replicas")) {
     if (flags->replicas < 0) {
       throw UsageError("--replicas must be >= 0 (got " + std::to_string(flags->replicas) + ")");
@@ -87,7 +88,7 @@ int Update(const std::vector<std::string>& args, const std::vector<std::string>&
   cmd.Options()("replicas", po::value(&flags.replicas), "service: copies to keep running")(
       "spread", po::value(&flags.spread), "host, a host label key, or \"\" to pack");
   AddRolloutOptions(cmd, &flags.rollout);
-  AddJobTemplateOptions(cmd, &flags.job, &flags.envs, &flags.constraints, &flags.health);
+  AddJobTemplateOptions(cmd, &flags.job, &flags.envs, &flags.constraints, &flags.ports, &flags.health);
   cmd.Positional("args", &flags.pos);
   if (!cmd.Parse(args)) return kExitOk;
   if (flags.pos.size() != 1)

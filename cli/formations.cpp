@@ -16,7 +16,7 @@ namespace {
 
 // Every flag `formation` takes (each subcommand accepts them all).
 struct FormationFlags {
-  std::vector<std::string> pos, envs, constraints;
+  std::vector<std::string> pos, envs, constraints, ports;
   HealthFlags health;
   NewFormation f;
   RolloutFlags rollout;
@@ -56,7 +56,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
     AddRolloutOptions(cmd, &flags->rollout);
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
-    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints, &flags->health);
+    AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints, &flags->ports, &flags->health);
   }
   cmd.Positional("args", &flags->pos);
 }
@@ -123,7 +123,7 @@ void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command)
     throw UsageError("a " + f.kind + " formation needs a command after --");
   // The rules apply to the template as to a job; a batch template may have no command.
   f.job.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
-  CompleteSpec(flags->envs, flags->constraints, flags->health, &f.job);
+  CompleteSpec(flags->envs, flags->constraints, flags->ports, flags->health, &f.job);
   f.job.command = command;
 }
 

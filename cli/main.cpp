@@ -34,6 +34,7 @@ const char* kUsage =
     "  formation create|update|status|history|revert|promote|scale|done|delete|list\n"
     "                                   manage formations, their versions and rollouts\n"
     "  hosts                            list hosts\n"
+    "  endpoints [FORMATION] [--watch]  where running jobs listen (host:port, bridge address)\n"
     "  drain HOST                       no new work on HOST\n"
     "  host offline|online|remove HOST  take a host out, bring it back, or forget it\n"
     "  status                           cluster summary\n"
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
       {"inspect", CmdInspect}, {"logs", CmdLogs},   {"stop", CmdStop},
       {"events", CmdEvents},   {"hosts", CmdHosts}, {"status", CmdStatus},
       {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation},
-      {"wait", CmdWait},       {"fs", CmdFs},       {"exec", CmdExec}};
+      {"wait", CmdWait},       {"fs", CmdFs},       {"exec", CmdExec},
+      {"endpoints", CmdEndpoints}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

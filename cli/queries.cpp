@@ -31,7 +31,8 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kSetHostState,     &kClusterSummary,   &kFormationStatuses, &kScale,
                         &kCreateFormation,  &kDeleteFormation,  &kFormationDone,  &kRemoveHost,
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
-                        &kPromote,          &kFormationStatus,  &kRollouts});
+                        &kPromote,          &kFormationStatus,  &kRollouts,
+                        &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints});
 }
 
 namespace {
@@ -39,6 +40,11 @@ namespace {
 std::optional<std::string> HealthCheckParam(const model::JobSpec& s) {
   if (!s.health_check) return std::nullopt;
   return model::ToJson(*s.health_check).dump();
+}
+// The spec's named ports as a jsonb parameter; null for none.
+std::optional<std::string> PortsParam(const model::JobSpec& s) {
+  if (s.ports.empty()) return std::nullopt;
+  return json(s.ports).dump();
 }
 }  // namespace
 
@@ -49,7 +55,7 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
                    s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-                   HealthCheckParam(s))["id"]
+                   HealthCheckParam(s), PortsParam(s))["id"]
       .as<int64_t>();
 }
 
@@ -236,7 +242,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
                s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-               db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s));
+               db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s), PortsParam(s));
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +
@@ -304,5 +310,31 @@ json Rollouts(pqxx::transaction_base& tx, const std::string& name, int limit) {
   }
   return out;
 }
+
+std::vector<EndpointRow> ListEndpoints(pqxx::transaction_base& tx, const std::string& formation) {
+  std::vector<EndpointRow> out;
+  for (const auto& r : db::Exec(tx, kEndpoints, formation)) {
+    EndpointRow e;
+    e.formation = r["formation"].as<std::string>();
+    e.job = r["job"].as<int64_t>();
+    e.attempt = r["attempt"].as<int>();
+    e.host = r["host"].as<std::string>();
+    e.address = r["address"].as<std::string>();
+    e.port_name = r["port_name"].as<std::string>();
+    e.port = r["port"].as<std::string>();
+    e.job_address = r["job_address"].as<std::string>();
+    e.health = r["health"].as<std::string>();
+    e.since = r["since"].as<std::string>();
+    e.json = r["doc"].as<std::string>();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void WatchEndpoints(pqxx::transaction_base& tx, const std::string& formation) {
+  db::Exec(tx, kWatchEndpoints, formation);
+}
+
+void UnwatchEndpoints(pqxx::transaction_base& tx) { db::Exec(tx, kUnwatchEndpoints); }
 
 }  // namespace pgfleet::cli

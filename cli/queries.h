@@ -161,6 +161,28 @@ struct HostRow {
 };
 std::vector<HostRow> ListHosts(pqxx::transaction_base& tx);
 
+// --- endpoints ---
+
+// A row of pgfleet.endpoints, as text ("" where null).
+struct EndpointRow {
+  std::string formation;
+  int64_t job = 0;
+  int attempt = 0;
+  std::string host;
+  std::string address;    // the host's
+  std::string port_name;  // "" for a bridge job without ports
+  std::string port;
+  std::string job_address;  // on the host's bridge; "" for other networks
+  std::string health;
+  std::string since;
+  std::string json;  // the whole row as a JSON object
+};
+// pgfleet.endpoints of one formation ("" = all the caller may see), in order.
+std::vector<EndpointRow> ListEndpoints(pqxx::transaction_base& tx, const std::string& formation);
+// pgfleet.watch_endpoints / unwatch_endpoints for this session.
+void WatchEndpoints(pqxx::transaction_base& tx, const std::string& formation);
+void UnwatchEndpoints(pqxx::transaction_base& tx);
+
 // pgfleet.drain; deadline_seconds nullopt = batch jobs may run to completion.
 void DrainHost(pqxx::transaction_base& tx, const std::string& host,
                std::optional<double> deadline_seconds);

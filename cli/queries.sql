@@ -10,7 +10,7 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       network => $12::text, pids_max => $13::integer,
                       cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,
                       disk => $16::integer, seccomp => $17::text,
-                      health_check => $18::jsonb)
+                      health_check => $18::jsonb, ports => $19::jsonb)
        as id;
 
 -- name: cli_job_progress
@@ -123,9 +123,10 @@ select pgfleet.scale($1, $2);
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
                                 cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
-                                max_attempts, health_check)
+                                max_attempts, health_check, ports)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
-         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb)
+         coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb,
+         $21::jsonb)
  -- A deleted formation of that name (kept for its jobs' history) comes back,
  -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
@@ -136,7 +137,7 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
    seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
-   health_check = excluded.health_check,
+   health_check = excluded.health_check, ports = excluded.ports,
    deleted_at = null, done_at = null, created_at = now(), updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;
@@ -181,3 +182,19 @@ select to_jsonb(s)::text as doc from pgfleet.formation_status s where s.name = $
 -- Formation $1's newest $2 rollouts (pgfleet.rollout_status), newest first.
 select to_jsonb(s)::text as doc from pgfleet.rollout_status s
  where s.formation = $1 order by s.rollout desc limit $2;
+
+-- name: cli_endpoints
+-- $1: a formation, or '' for every one the caller may see.
+select e.formation, e.job, e.attempt, e.host, coalesce(e.address, '') as address,
+       coalesce(e.port_name, '') as port_name, coalesce(e.port::text, '') as port,
+       coalesce(host(e.job_address), '') as job_address, e.health, e.since::text as since,
+       to_jsonb(e)::text as doc
+  from pgfleet.endpoints e
+ where $1 = '' or e.formation = $1
+ order by e.formation, e.job, e.port_name;
+
+-- name: cli_watch_endpoints
+select pgfleet.watch_endpoints(nullif($1, ''));
+
+-- name: cli_unwatch_endpoints
+select pgfleet.unwatch_endpoints();

@@ -25,10 +25,10 @@ struct RunRequest {
 
 // Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.
 void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs,
-                   std::vector<std::string>* constraints) {
+                   std::vector<std::string>* constraints, std::vector<std::string>* ports) {
   model::JobSpec& s = req->spec;
   cmd.Options()("formation", po::value(&s.formation), "formation (default: default)");
-  AddJobTemplateOptions(cmd, &s, envs, constraints, &req->health);
+  AddJobTemplateOptions(cmd, &s, envs, constraints, ports, &req->health);
   cmd.Options()("max-attempts", po::value(&s.max_attempts), "runs before giving up (default 1)")(
       "idempotency-key", po::value(&req->idempotency_key),
       "submitting twice with one key creates one job")(
@@ -93,9 +93,9 @@ int CmdRun(const std::vector<std::string>& all_args) {
   // Everything after "--" is the command, never parsed as options.
   auto [args, command] = SplitAtDoubleDash(all_args);
   RunRequest req;
-  std::vector<std::string> envs, constraints, positional;
+  std::vector<std::string> envs, constraints, ports, positional;
   Command cmd("pgfleet run [options] -- CMD ARG...", kText);
-  AddRunOptions(cmd, &req, &envs, &constraints);
+  AddRunOptions(cmd, &req, &envs, &constraints, &ports);
   cmd.Positional("command", &positional);
   cmd.ReadsHostLogs();
   if (!cmd.Parse(args)) return kExitOk;
@@ -105,7 +105,7 @@ int CmdRun(const std::vector<std::string>& all_args) {
     throw UsageError("unexpected argument \"" + positional[0] + "\" before --");
   }
   req.spec.command = command;
-  CompleteSpec(envs, constraints, req.health, &req.spec);
+  CompleteSpec(envs, constraints, ports, req.health, &req.spec);
 
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);

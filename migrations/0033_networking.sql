@@ -17,7 +17,8 @@ comment on domain pgfleet.spec_network is
 -- what the job's environment says (PGFLEET_PORT_HTTP): lower case, so two
 -- names never make one variable. (A jsonb object keeps the last of two
 -- equal keys: the CLI refuses a repeated --port name; SQL cannot see it.)
--- Helpers of the domain's rules (a domain's CHECK takes no subquery).
+-- Helpers of the domain's rules (a domain's CHECK takes no subquery),
+-- defined again in sql/023_network.sql (sql/ owns every function).
 create function pgfleet.ports_count(p_ports jsonb) returns integer
 language sql immutable as $$ select count(*)::integer from jsonb_object_keys(p_ports) $$;
 comment on function pgfleet.ports_count(jsonb) is 'How many names an object of ports has.';
@@ -89,7 +90,7 @@ comment on column pgfleet.job_ports.name is 'The job''s name for it (a key of jo
 -- where its CNI plugins and configuration work; network_note says why not).
 alter table pgfleet.hosts
   add column port_range int4range not null default int4range(20000, 32001)
-    constraint "port_range must lie within 1024-65535 and hold at least one port"
+    constraint "port_range must be within 1024-65535 and not empty"
       check (not isempty(port_range) and lower(port_range) >= 1024 and upper(port_range) <= 65536
              and not lower_inf(port_range) and not upper_inf(port_range)),
   add column networks text[] not null default '{host,none}'

@@ -93,6 +93,7 @@ FormationPass::Placed FormationPass::Place(
   // What this pass assigned to each host, charged to the pass's snapshot at
   // the end (the next formation's first round plans against it).
   std::map<std::string, std::pair<int, int>> charged;  // host -> cpu, memory
+  std::map<std::string, std::vector<int>> charged_ports;  // host -> ports given
   std::set<std::string> held;                          // hosts this transaction holds
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
@@ -116,11 +117,18 @@ FormationPass::Placed FormationPass::Place(
     for (const auto& u : plan.unplaced) out.reasons[u.job_id] = {u.reason, u.never_fits};
     if (plan.placements.empty()) break;
     std::set<int64_t> done;
+    std::map<int64_t, const std::map<std::string, int>*> given;  // job -> its planned ports
+    for (const auto& pl : plan.placements) {
+      if (!pl.ports.empty()) given[pl.job_id] = &pl.ports;
+    }
     for (auto& a : store.AssignJobs(plan.placements)) {
       done.insert(a.job_id);
       ++spread[a.host_id];
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
+      if (auto g = given.find(a.job_id); g != given.end()) {
+        for (const auto& [name, port] : *g->second) charged_ports[a.host_id].push_back(port);
+      }
       // The host's target as the snapshot has it (no jobs yet), then this job.
       auto& target = out.planned.try_emplace(a.host_id, reach[a.host_id]).first->second;
       target.jobs.push_back(Dispatch{a.job_id, a.attempt, std::move(a.spec), std::move(a.uid),
@@ -148,6 +156,7 @@ FormationPass::Placed FormationPass::Place(
       if (it == charged.end()) continue;
       h.view.cpu_allocated += it->second.first;
       h.view.memory_allocated += it->second.second;
+      for (int port : charged_ports[h.view.id]) h.view.ports_held.insert(port);
     }
   }
   return out;

@@ -25,6 +25,38 @@ std::map<std::string, std::string> JsonToMap(const std::string& text) {
   return m;
 }
 
+// A job's ports as the database holds them ({"http": 0}; "" for none). The
+// domain pgfleet.spec_ports keeps them whole numbers of 0..65535.
+std::map<std::string, int> PortsOf(const std::string& text) {
+  std::map<std::string, int> m;
+  if (text.empty()) return m;
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      if (v.is_number_integer()) m[k] = v.get<int>();
+    }
+  }
+  return m;
+}
+
+// An integer array's text form ("{20000,20001}").
+std::vector<int> IntArrayOf(const std::string& text) {
+  std::vector<int> out;
+  int value = 0;
+  bool in_number = false;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      value = value * 10 + (c - '0');
+      in_number = true;
+    } else {
+      if (in_number) out.push_back(value);
+      value = 0;
+      in_number = false;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void PrepareListen(pqxx::connection& conn) {
@@ -107,6 +139,8 @@ std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::strin
     p.request.constraints = JsonToMap(r["constraints"].as<std::string>());
     p.request.privileged = r["privileged"].as<bool>();
     p.request.pinned_host = r["pinned_host"].as<std::string>();
+    p.request.bridge = r["bridge"].as<bool>();
+    p.request.ports = PortsOf(r["ports"].as<std::string>());
     p.reason = r["reason"].as<std::string>();
     out.push_back(std::move(p));
   }
@@ -150,6 +184,10 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
     h.view.labels = it->second.labels;
     h.view.isolates = it->second.isolates;
     h.view.condition = r["condition"].as<std::string>();
+    h.view.bridge = r["bridge"].as<bool>();
+    h.view.port_lo = r["port_lo"].as<int>();
+    h.view.port_hi = r["port_hi"].as<int>();
+    for (int port : IntArrayOf(r["ports_held"].as<std::string>())) h.view.ports_held.insert(port);
     h.api_url = it->second.api_url;
     h.ticket_key = it->second.ticket_key;
     h.suspensions = r["suspensions"].as<int>();
@@ -174,7 +212,11 @@ std::map<std::string, LockedHost> LockHosts(pqxx::transaction_base& tx,
 std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
                                    const std::vector<placement::Placement>& plan) {
   json p = json::array();
-  for (const auto& pl : plan) p.push_back({{"job", pl.job_id}, {"host", pl.host_id}});
+  for (const auto& pl : plan) {
+    json e = {{"job", pl.job_id}, {"host", pl.host_id}};
+    if (!pl.ports.empty()) e["ports"] = pl.ports;
+    p.push_back(std::move(e));
+  }
   auto rows = db::Exec(tx, kAssignJobs, p.dump());
   std::vector<Assignment> out;
   out.reserve(rows.size());

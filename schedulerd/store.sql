@@ -53,14 +53,16 @@ select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_serv
 -- later not_before, however many there are (migration 0023).
 select * from (
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
-         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host
+         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports
     from pgfleet.jobs j
    where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'
      and j.not_before is null
    order by j.priority desc, j.id limit $2)
  union all
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
-         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host
+         j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports
     from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before <= now()
      and j.formation = $1 and j.desired_state = 'run'
@@ -69,9 +71,15 @@ select * from (
 
 -- name: schedulerd_load_host_snapshot
 -- What changes pass to pass; the rest (HostConfig) is kept by version.
+-- The ports held, per host, in one scan of job_ports (nothing to read when
+-- no job has ports), not a probe per host.
 select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated, h.config_version,
-       h.suspensions, coalesce(hb.condition, '') as condition
+       h.suspensions, coalesce(hb.condition, '') as condition,
+       'bridge' = any(h.networks) as bridge, lower(h.port_range) as port_lo,
+       upper(h.port_range) - 1 as port_hi, coalesce(p.held, '{}') as ports_held
   from pgfleet.hosts h join pgfleet.host_heartbeats hb on hb.host_id = h.id
+  left join (select jp.host_id, array_agg(jp.port order by jp.port)::text as held
+               from pgfleet.job_ports jp group by jp.host_id) p on p.host_id = h.id
  where h.state = 'up' and h.admitted
    and (h.suspended_until is null or h.suspended_until <= now())
    -- host_ttl() once (an init plan), not once per host row

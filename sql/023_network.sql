@@ -2,6 +2,20 @@
 -- address hostd reports, and telling watchers that endpoints changed.
 -- The endpoints view itself is in 095_endpoints.sql (it reads visible_jobs).
 
+-- The rules of the domain pgfleet.spec_ports (migration 0033) that need a
+-- subquery, which a domain's CHECK cannot hold. The same as the migration's.
+create or replace function pgfleet.ports_count(p_ports jsonb) returns integer
+language sql immutable as $$ select count(*)::integer from jsonb_object_keys(p_ports) $$;
+comment on function pgfleet.ports_count(jsonb) is 'How many names an object of ports has.';
+create or replace function pgfleet.ports_repeat_a_number(p_ports jsonb) returns boolean
+language sql immutable as $$
+  select exists (select 1 from jsonb_each(p_ports) e
+                  where jsonb_typeof(e.value) = 'number' and e.value <> '0'
+                  group by e.value having count(*) > 1)
+$$;
+comment on function pgfleet.ports_repeat_a_number(jsonb) is
+  'Whether an object of ports names one port number (other than 0) twice.';
+
 -- An attempt that leaves assigned or running frees its ports, whatever
 -- ends it (a report, host loss, a failed dispatch, a stop). The rule is
 -- the trigger's WHEN, evaluated in the executor: jobs without ports pay

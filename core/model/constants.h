@@ -31,6 +31,10 @@ inline constexpr const char* kWorkChannel = "pgfleet_work";
 // NOTIFY channel on which a watched job's id is sent when it changes (pgfleet
 // wait). SQL: pgfleet.job_channel(), pgfleet.watch_jobs().
 inline constexpr const char* kJobChannel = "pgfleet_job";
+// NOTIFY channel on which a formation's name is sent when its endpoints
+// change, while some session watches them (pgfleet endpoints --watch). SQL:
+// pgfleet.endpoints_channel(), pgfleet.watch_endpoints().
+inline constexpr const char* kEndpointsChannel = "pgfleet_endpoints";
 inline constexpr const char* kAllFormations = "*";
 
 // A host silent for this long (by the database clock) is lost, unless the

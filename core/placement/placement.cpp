@@ -81,16 +81,85 @@ std::vector<size_t> HostsById(const std::vector<HostView>& hosts) {
 // that privilege. Neither changes during a plan, so this is computed once per
 // distinct (constraints, privileged), not once per job.
 std::vector<size_t> MatchingHosts(const Constraints& constraints, bool privileged,
-                                  const std::string& pinned_host,
+                                  const std::string& pinned_host, bool bridge,
                                   const std::vector<HostView>& hosts,
                                   const std::vector<size_t>& by_id) {
   std::vector<size_t> out;
   for (size_t i : by_id) {
     if ((privileged || hosts[i].isolates) && Satisfies(constraints, hosts[i].labels) &&
-        (pinned_host.empty() || pinned_host == hosts[i].id))
+        (pinned_host.empty() || pinned_host == hosts[i].id) && (!bridge || hosts[i].bridge))
       out.push_back(i);
   }
   return out;
+}
+
+// Whether `job` has room on `host` now: cpu, memory and its ports.
+bool HasRoom(const JobRequest& job, const HostView& host) {
+  return Fits(job, host) && (job.ports.empty() || PickPorts(job, host).has_value());
+}
+
+std::string RangeText(const HostView& host) {
+  if (host.port_hi < host.port_lo) return "no ports";
+  return std::to_string(host.port_lo) + "-" + std::to_string(host.port_hi);
+}
+
+// The first of job's ports `host` cannot give now, in words: "port 8080
+// (ports.web) is held on h1", "ports.http: every port of h1's range
+// 20000-20039 is held".
+std::string PortShortfall(const JobRequest& job, const HostView& host) {
+  std::set<int> taken;
+  for (const auto& [name, port] : job.ports) {
+    if (port == 0) continue;
+    if (!job.privileged && (port < host.port_lo || port > host.port_hi)) {
+      return "port " + std::to_string(port) + " (ports." + name + ") is outside " + host.id +
+             "'s port range " + RangeText(host);
+    }
+    if (host.ports_held.count(port)) {
+      return "port " + std::to_string(port) + " (ports." + name + ") is held on " + host.id;
+    }
+    taken.insert(port);
+  }
+  int free = 0;
+  for (int p = host.port_lo; p <= host.port_hi; ++p) {
+    if (!host.ports_held.count(p) && !taken.count(p)) ++free;
+  }
+  for (const auto& [name, port] : job.ports) {
+    if (port != 0) continue;
+    if (free-- <= 0) {
+      return "ports." + name + ": every port of " + host.id + "'s range " + RangeText(host) +
+             " is held";
+    }
+  }
+  return "";
+}
+
+// Why a job's ports could not be had on any of `matching` even with no
+// port held, or "" when some host could give them.
+std::string PortsNeverFit(const JobRequest& job, const std::vector<size_t>& matching,
+                          const std::vector<HostView>& hosts) {
+  size_t largest = 0;
+  const HostView* outside = nullptr;
+  for (size_t i : matching) {
+    HostView empty = hosts[i];
+    empty.ports_held.clear();
+    if (PickPorts(job, empty)) return "";
+    if (!outside) outside = &hosts[i];
+    if (empty.port_hi >= empty.port_lo) {
+      largest = std::max(largest, static_cast<size_t>(empty.port_hi - empty.port_lo + 1));
+    }
+  }
+  for (const auto& [name, port] : job.ports) {
+    if (port != 0 && !job.privileged && outside &&
+        std::none_of(matching.begin(), matching.end(), [&, port = port](size_t i) {
+          return port >= hosts[i].port_lo && port <= hosts[i].port_hi;
+        })) {
+      return "ports." + name + " asks for host port " + std::to_string(port) +
+             ", outside every host's port range (e.g. " + outside->id + ": " +
+             RangeText(*outside) + "): an unprivileged job may name only ports of its host's range";
+    }
+  }
+  return "ports: " + std::to_string(job.ports.size()) + " ports asked; the largest port range of " +
+         "a host that could run it holds " + std::to_string(largest);
 }
 
 // Stages 1 and 2, feasibility by room and bin-pack rank: the index of the
@@ -102,7 +171,7 @@ size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
-    if (!HasCapacity(host) || !host.condition.empty() || !Fits(job, host)) continue;
+    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, host)) continue;
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || Fuller(fullness, best_fullness)) {
       best = i;
@@ -143,7 +212,7 @@ size_t PickSpreadHost(const JobRequest& job, const std::vector<size_t>& matching
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
-    if (!HasCapacity(host) || !host.condition.empty() || !Fits(job, host)) continue;
+    if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, host)) continue;
     const int count = by_value.at(SpreadValue(job.spread, host));
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || count < best_count ||
@@ -168,6 +237,17 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
     // removed).
     return {job.id, "waiting for its host " + job.pinned_host, false};
   }
+  if (matching.empty() && job.bridge &&
+      !MatchingHosts(job.constraints, job.privileged, job.pinned_host, false, hosts,
+                     HostsById(hosts))
+           .empty()) {
+    return {job.id,
+            "no host offers network bridge" +
+                (job.constraints.empty() ? "" : " matching " + ConstraintsText(job.constraints)) +
+                " (a host whose CNI plugins or configuration do not work says why in pgfleet "
+                "hosts)",
+            true};
+  }
   if (matching.empty()) {
     bool by_labels = std::any_of(hosts.begin(), hosts.end(), [&](const HostView& h) {
       return Satisfies(job.constraints, h.labels);
@@ -181,6 +261,20 @@ Unplaced Explain(const JobRequest& job, const std::vector<size_t>& matching,
               true};
     }
     return {job.id, "no host matches constraints " + ConstraintsText(job.constraints), true};
+  }
+  if (!job.ports.empty()) {
+    if (std::string never = PortsNeverFit(job, matching, hosts); !never.empty()) {
+      return {job.id, never, true};
+    }
+    // A host with the cpu and memory free now but not the ports: the
+    // ports are what it waits for.
+    for (size_t i : matching) {
+      const HostView& host = hosts[i];
+      if (HasCapacity(host) && host.condition.empty() && Fits(job, host) &&
+          !PickPorts(job, host)) {
+        return {job.id, "waiting for ports: " + PortShortfall(job, host), false};
+      }
+    }
   }
   int largest_cpu = std::numeric_limits<int>::min();
   int largest_memory = std::numeric_limits<int>::min();
@@ -227,7 +321,33 @@ std::string CapacityReason(const JobRequest& job) {
 
 bool LabelsMatch(const JobRequest& job, const HostView& host) {
   return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels) &&
-         (job.pinned_host.empty() || job.pinned_host == host.id);
+         (job.pinned_host.empty() || job.pinned_host == host.id) && (!job.bridge || host.bridge);
+}
+
+std::optional<std::map<std::string, int>> PickPorts(const JobRequest& job, const HostView& host) {
+  std::map<std::string, int> out;
+  std::set<int> taken;  // this job's own named ports
+  for (const auto& [name, port] : job.ports) {
+    if (port == 0) continue;
+    if (port < 1 || port > 65535 || host.ports_held.count(port)) return std::nullopt;
+    if (!job.privileged && (port < host.port_lo || port > host.port_hi)) return std::nullopt;
+    out[name] = port;
+    taken.insert(port);
+  }
+  // The lowest free ports, walking the held ones in order beside.
+  int next = host.port_lo;
+  auto held = host.ports_held.lower_bound(next);
+  for (const auto& [name, port] : job.ports) {
+    if (port != 0) continue;
+    for (;; ++next) {
+      while (held != host.ports_held.end() && *held < next) ++held;
+      if (next > host.port_hi) return std::nullopt;
+      if ((held == host.ports_held.end() || *held != next) && !taken.count(next)) break;
+    }
+    out[name] = next;
+    taken.insert(next++);
+  }
+  return out;
 }
 
 bool Fits(const JobRequest& job, const HostView& host) {
@@ -264,7 +384,7 @@ bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
 
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {
   return Explain(job,
-                 MatchingHosts(job.constraints, job.privileged, job.pinned_host, hosts,
+                 MatchingHosts(job.constraints, job.privileged, job.pinned_host, job.bridge, hosts,
                                HostsById(hosts)),
                  hosts);
 }
@@ -284,25 +404,32 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
     // full fleet looked at every host once per job).
     std::optional<std::pair<int, int>> no_room;
   };
-  std::map<std::tuple<Constraints, bool, std::string>, Group> groups;
+  std::map<std::tuple<Constraints, bool, std::string, bool>, Group> groups;
 
   Plan plan;
   plan.placements.reserve(jobs.size());
   for (const JobRequest& job : jobs) {
-    auto [it, inserted] = groups.try_emplace({job.constraints, job.privileged, job.pinned_host});
+    auto [it, inserted] =
+        groups.try_emplace({job.constraints, job.privileged, job.pinned_host, job.bridge});
     if (inserted)
-      it->second.matching =
-          MatchingHosts(job.constraints, job.privileged, job.pinned_host, hosts, by_id);
+      it->second.matching = MatchingHosts(job.constraints, job.privileged, job.pinned_host,
+                                          job.bridge, hosts, by_id);
     Group& group = it->second;
     const std::vector<size_t>& matching = group.matching;
 
+    // The no_room shortcut holds for cpu and memory only: a job with ports
+    // may find no room where a larger one without finds some, and the
+    // other way round.
+    const bool by_size = job.ports.empty();
     size_t best = kNoHost;
-    if (RequestError(job).empty() && !(group.no_room && job.cpu >= group.no_room->first &&
-                                       job.memory >= group.no_room->second)) {
+    if (RequestError(job).empty() &&
+        !(by_size && group.no_room && job.cpu >= group.no_room->first &&
+          job.memory >= group.no_room->second)) {
       best = job.spread.empty() ? PickHost(job, matching, hosts)
                                 : PickSpreadHost(job, matching, hosts, counts);
-      if (best == kNoHost && (!group.no_room || (job.cpu <= group.no_room->first &&
-                                                 job.memory <= group.no_room->second))) {
+      if (by_size && best == kNoHost &&
+          (!group.no_room ||
+           (job.cpu <= group.no_room->first && job.memory <= group.no_room->second))) {
         group.no_room = std::make_pair(job.cpu, job.memory);
       }
     }
@@ -311,10 +438,15 @@ Plan PlanPlacements(std::vector<JobRequest> jobs, std::vector<HostView> hosts,
       continue;
     }
     HostView& host = hosts[best];
+    std::map<std::string, int> ports;
+    if (!job.ports.empty()) {
+      ports = *PickPorts(job, host);  // HasRoom said it has them
+      for (const auto& [name, port] : ports) host.ports_held.insert(port);
+    }
     host.cpu_allocated += job.cpu;
     host.memory_allocated += job.memory;
     ++counts[host.id];
-    plan.placements.push_back({job.id, host.id});
+    plan.placements.push_back({job.id, host.id, std::move(ports)});
   }
   return plan;
 }

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,13 @@ struct HostView {
   // Non-empty while the host reports a condition that stops new work, e.g.
   // "disk pressure: ...": it keeps its jobs but gets no new ones.
   std::string condition;
+  // Whether it offers network bridge (hosts.networks): its CNI plugins work.
+  bool bridge = false;
+  // The ports jobs may be given (hosts.port_range, inclusive; port_hi <
+  // port_lo: none) and those held now (pgfleet.job_ports).
+  int port_lo = 0;
+  int port_hi = -1;
+  std::set<int> ports_held;
 };
 
 struct JobRequest {
@@ -42,6 +51,11 @@ struct JobRequest {
   // A system formation's replica or a sysbatch formation's job: the one host
   // it may run on ("": any).
   std::string pinned_host;
+  // Only a host that offers network bridge runs a bridge job.
+  bool bridge = false;
+  // Named ports (jobs.ports): 0 = any free port of the host's range, N =
+  // host port N (inside the range unless privileged). All on one host.
+  std::map<std::string, int> ports;
 };
 
 // How many of the formation's jobs each host already runs (host id -> count):
@@ -51,6 +65,8 @@ using HostCounts = std::map<std::string, int>;
 struct Placement {
   int64_t job_id = 0;
   std::string host_id;
+  // The host ports given for the job's named ports (name -> port).
+  std::map<std::string, int> ports;
 };
 
 struct Unplaced {
@@ -76,6 +92,12 @@ bool LabelsMatch(const JobRequest& job, const HostView& host);
 
 // True when the host has the free cpu and memory for the job right now.
 bool Fits(const JobRequest& job, const HostView& host);
+
+// The host ports `job` would get on `host` now: each named number as asked
+// (if free, and inside the range unless the job is privileged), each 0 the
+// lowest free port of the range not taken by another; nullopt when one is
+// not to be had. Empty for a job without ports.
+std::optional<std::map<std::string, int>> PickPorts(const JobRequest& job, const HostView& host);
 
 // The plan's order: true when `a` is considered before `b` (higher priority
 // first, then lower id first).

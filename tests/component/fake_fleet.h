@@ -221,6 +221,14 @@ class FakeFleet : public PassStore {
       if (v.cpu_allocated + r.cpu > v.cpu_total || v.memory_allocated + r.memory > v.memory_total) {
         continue;  // the host filled up: assign_jobs charges conditionally
       }
+      // The ports as asked and free (pgfleet.ports_fit_host).
+      bool ports_ok = p.ports.size() == r.ports.size();
+      for (const auto& [name, port] : p.ports) {
+        ports_ok = ports_ok && r.ports.count(name) && !v.ports_held.count(port) &&
+                   (r.ports.at(name) == 0 || r.ports.at(name) == port);
+      }
+      if (!ports_ok) continue;
+      for (const auto& [name, port] : p.ports) v.ports_held.insert(port);
       v.cpu_allocated += r.cpu;
       v.memory_allocated += r.memory;
       s.assigned[p.job_id] = p.host_id;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -144,6 +145,28 @@ TEST_F(FormationPassTest, AFailingStepRollsTheWholePassBack) {
   EXPECT_TRUE(fleet.s.pending.empty()) << "the replicas it created are rolled back";
   EXPECT_EQ(0, fleet.commits);
   EXPECT_TRUE(targets_.empty());
+}
+
+TEST_F(FormationPassTest, PortsGoWithThePlanAndAreChargedToThePassSnapshot) {
+  fleet_.AddHost("h1", 10000, 10000);
+  auto& h = fleet_.s.hosts["h1"].view;
+  h.port_lo = 20000;
+  h.port_hi = 20001;
+  for (int64_t id = 1; id <= 3; ++id) {
+    fleet_.AddJob(id, 100, 64);
+    fleet_.s.pending[id].request.ports = {{"http", 0}};
+  }
+  auto r = Run();
+  EXPECT_TRUE(r.assigned);
+  EXPECT_EQ(2u, fleet_.s.assigned.size());
+  EXPECT_EQ((std::set<int>{20000, 20001}), fleet_.s.hosts["h1"].view.ports_held);
+  // The next formation's first plan sees them held.
+  ASSERT_TRUE(pass_hosts_.has_value());
+  EXPECT_EQ((std::set<int>{20000, 20001}), (*pass_hosts_)[0].view.ports_held);
+  ASSERT_EQ(1u, fleet_.reason_writes.size());
+  ASSERT_EQ(1u, fleet_.reason_writes[0].count(3));
+  EXPECT_EQ("waiting for ports: ports.http: every port of h1's range 20000-20001 is held",
+            fleet_.reason_writes[0].at(3));
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ const std::vector<HelpCase>& Cases() {
       {"stop", {"stop", "--help"}},
       {"events", {"events", "--help"}},
       {"hosts", {"hosts", "--help"}},
+      {"endpoints", {"endpoints", "--help"}},
       {"status", {"status", "--help"}},
       {"drain", {"drain", "--help"}},
       {"host", {"host", "--help"}},

@@ -39,7 +39,10 @@ TEST(JobsTable, EachCheckRejectsItsBadValueNamingTheField) {
       {"(command, priority) values (array['true'], -1)", "priority must be between 0 and 100"},
       {"(command, priority) values (array['true'], 101)", "priority must be between 0 and 100"},
       {"(command, max_attempts) values (array['true'], 0)", "max_attempts must be >= 1"},
-      {"(command, network) values (array['true'], 'bridge')", "network must be 'host' or 'none'"},
+      {"(command, network) values (array['true'], 'overlay')",
+       "network must be 'host', 'none' or 'bridge'"},
+      {"(command, ports) values (array['true'], '{\"http\": 65536}')",
+       "ports must be whole numbers from 0 to 65535"},
       {"(command, state) values (array['true'], 'bogus')", "state must be a job state"},
   };
   for (const auto& c : cases) {

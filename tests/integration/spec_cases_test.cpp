@@ -19,7 +19,7 @@ namespace {
 const char* kInsertSpec = R"(
   insert into pgfleet.jobs (command, env, constraints, cpu, memory, priority, max_attempts,
                             rootfs, run_as, network, pids_max, stop_grace_seconds,
-                            log_max_files, log_max_file_mb, disk, seccomp)
+                            log_max_files, log_max_file_mb, disk, seccomp, ports)
   select array(select jsonb_array_elements_text(s->'command')),
          coalesce(s->'env', '{}'), coalesce(s->'constraints', '{}'),
          coalesce((s->>'cpu')::int, 100), coalesce((s->>'memory')::int, 64),
@@ -27,7 +27,8 @@ const char* kInsertSpec = R"(
          s->>'rootfs', s->>'user', coalesce(s->>'network', 'host'),
          coalesce((s->>'pids_max')::int, 1024), coalesce((s->>'stop_grace_seconds')::int, 10),
          (s->>'log_max_files')::int, (s->>'log_max_file_mb')::int,
-         coalesce((s->>'disk')::int, 0), coalesce(s->>'seccomp', 'default')
+         coalesce((s->>'disk')::int, 0), coalesce(s->>'seccomp', 'default'),
+         nullif(s->'ports', 'null')
     from (select $1::jsonb as s) x)";
 
 // Runs sql with $1 = spec; returns the error message, "" if it succeeded.

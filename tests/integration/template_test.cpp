@@ -150,10 +150,10 @@ TEST(FormationTemplate, ABadTemplateValueIsRefusedNamingTheRule) {
   try {
     tx.exec0(
         "insert into pgfleet.formations (name, kind, command, network) "
-        "values ('x', 'service', '{true}', 'bridge')");
-    FAIL() << "network 'bridge' accepted";
+        "values ('x', 'service', '{true}', 'overlay')");
+    FAIL() << "network 'overlay' accepted";
   } catch (const pqxx::check_violation& e) {
-    EXPECT_NE(std::string::npos, std::string(e.what()).find("network must be 'host' or 'none'"))
+    EXPECT_NE(std::string::npos, std::string(e.what()).find("network must be 'host', 'none' or 'bridge'"))
         << e.what();
   }
 }

@@ -137,7 +137,7 @@ TEST(ParseJobSpec, RejectsZeroMaxAttempts) {
 }
 
 TEST(ParseJobSpec, RejectsUnknownNetwork) {
-  ExpectRejected(With("network", "bridge"), "network", {"\"host\"", "\"none\"", "bridge"});
+  ExpectRejected(With("network", "overlay"), "network", {"\"host\"", "\"none\"", "\"bridge\"", "overlay"});
 }
 
 TEST(ParseJobSpec, RejectsZeroPidsMax) {
