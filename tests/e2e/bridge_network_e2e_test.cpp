@@ -15,17 +15,23 @@
 namespace pgfleet::testing::bridge_e2e {
 namespace {
 
-TEST_F(BridgeNetworkTest, TwoBridgeJobsReachEachOtherAtTheirAddresses) {
-  const std::string a = SubmitBridge(Server(8080));
+TEST_F(BridgeNetworkTest, TwoBridgeJobsReachEachOtherAtTheirAddressesAndTheHostAtItsPort) {
+  // A listens on the host port it is given, mapped to the same port of its address.
+  const std::string a = SubmitBridge(Server("$PGFLEET_PORT_HTTP"), 250, R"({"http": 0})");
   ASSERT_TRUE(WaitState(a, "running")) << Job(a, "state") << " " << Job(a, "error");
   const std::string addr = Job(a, "host(address)");
   ASSERT_EQ(0u, addr.rfind(prefix_, 0)) << "address " << addr << " is not on " << prefix_ << "0/24";
+  const std::string port = Job(a, "host_ports ->> 'http'");
+  ASSERT_FALSE(port.empty()) << "no host port given: " << Job(a, "host_ports");
+  const std::string at = addr + ":" + port;
   // From the host, through the bridge (its gateway address).
-  ASSERT_TRUE(WaitFor([&] { return Curl("http://" + addr + ":8080/") == "hello " + a; }, 20s))
-      << Curl("http://" + addr + ":8080/");
+  ASSERT_TRUE(WaitFor([&] { return Curl("http://" + at + "/") == "hello " + a; }, 20s))
+      << Curl("http://" + at + "/");
+  // From the host's loopback, through the port mapping (portmap).
+  EXPECT_EQ("hello " + a, Curl("http://127.0.0.1:" + port + "/"));
 
   // From another job, at the address pgfleet.jobs shows.
-  const std::string b = SubmitBridge("wget -q -O - http://" + addr + ":8080/ && echo got-it");
+  const std::string b = SubmitBridge("wget -q -O - http://" + at + "/ && echo got-it");
   ASSERT_TRUE(WaitState(b, "succeeded"))
       << Job(b, "state") << " " << Job(b, "error") << " " << Job(b, "output_tail");
   EXPECT_NE(std::string::npos, Job(b, "output_tail").find("hello " + a)) << Job(b, "output_tail");
@@ -40,6 +46,9 @@ TEST_F(BridgeNetworkTest, TwoBridgeJobsReachEachOtherAtTheirAddresses) {
   }
   ASSERT_EQ(0, cluster_->Cli({"stop", a}).exit_code);
   ASSERT_TRUE(WaitFor([&] { return Job(a, "state") != "running"; }, 30s));
+  EXPECT_NE(std::string::npos, Job(a, "output_tail").find("addr=127.0.0.1:" + port))
+      << "PGFLEET_ADDR_HTTP is not the host's advertised address and port: "
+      << Job(a, "output_tail");
   std::string left;
   EXPECT_TRUE(WaitFor([&] { return (left = Leaks()).empty(); }, 20s)) << left;
 }
@@ -57,7 +66,7 @@ TEST_F(BridgeNetworkTest, BridgeJobSeesOnlyItsOwnNetworkAndLoopback) {
 
 TEST_F(BridgeNetworkTest, HostdKilledWithFiveBridgeJobsKeepsTheirNetworkAndLeavesNothing) {
   std::vector<std::string> ids, addrs;
-  for (int i = 0; i < 5; ++i) ids.push_back(SubmitBridge(Server(8080)));
+  for (int i = 0; i < 5; ++i) ids.push_back(SubmitBridge(Server()));
   for (const auto& id : ids) {
     ASSERT_TRUE(WaitState(id, "running")) << id << ": " << Job(id, "error");
     addrs.push_back(Job(id, "host(address)"));
@@ -92,6 +101,16 @@ TEST_F(BridgeNetworkTest, HostdKilledWithFiveBridgeJobsKeepsTheirNetworkAndLeave
     EXPECT_EQ("hello " + ids[i], Curl("http://" + addrs[i] + ":8080/"))
         << ids[i] << " lost its network across the hostd restart";
   }
+  // The restarted hostd checked the adopted attempts' networks (CNI CHECK).
+  auto checked = [&](const std::string& what) {
+    std::string log = host_proc_->Log();
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_TRUE(WaitFor([&] { return checked("network as it was set up (CNI CHECK)") == 4; }, 20s))
+      << host_proc_->Log();
+  EXPECT_EQ(0u, checked("network not as it was set up"));
   for (const auto& id : ids) ASSERT_EQ(0, cluster_->Cli({"stop", id}).exit_code);
   for (const auto& id : ids) {
     ASSERT_TRUE(WaitFor(

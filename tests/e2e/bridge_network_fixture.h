@@ -137,11 +137,12 @@ class BridgeNetworkTest : public ::testing::Test {
                  std::chrono::milliseconds timeout = 60s) {
     return WaitFor([&] { return Job(id, "state") == state; }, timeout);
   }
-  // A job serving "hello <job id>" over HTTP on `port` of its own address.
-  static std::string Server(int port = 8080) {
+  // A job serving "hello <job id>" over HTTP on `port` of its own address
+  // (a number, or a variable of its environment such as $PGFLEET_PORT_HTTP).
+  static std::string Server(const std::string& port = "8080") {
     return "mkdir -p /tmp/www && echo hello $PGFLEET_JOB_ID > /tmp/www/index.html && "
-           "exec httpd -f -p " +
-           std::to_string(port) + " -h /tmp/www";
+           "echo addr=$PGFLEET_ADDR_HTTP && exec httpd -f -p " +
+           port + " -h /tmp/www";
   }
   // What curl from the host gets from url ("" on failure).
   static std::string Curl(const std::string& url) {
