@@ -62,7 +62,7 @@ inline constexpr const char* kDefaultJobPath =
 // The environment a job runs with, as "KEY=value" strings in this order:
 // spec.env (sorted by key), PATH=kDefaultJobPath when spec.env has no PATH,
 // then PGFLEET_JOB_ID=<job> and PGFLEET_ATTEMPT=<attempt>, then the ports'
-// PGFLEET_PORT_<NAME> and PGFLEET_ADDR_<NAME> (model::JobPortEnv, with
+// PGFLEET_ADDR_<NAME> and PGFLEET_PORT_<NAME> (model::JobPortEnv, sorted, with
 // req.host_address) for every network. Every driver uses it,
 // so a job sees the same environment however it runs.
 std::vector<std::string> JobEnvironment(const RunRequest& req);

@@ -284,6 +284,18 @@ bool DetachSaved(const std::string& attempt_dir, std::string* error) {
   }
 }
 
+bool CheckSaved(const std::string& attempt_dir, std::string* error) {
+  try {
+    auto a = Load(attempt_dir, error);
+    if (!a) return error->empty();
+    Check(*a);
+    return true;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return false;
+  }
+}
+
 bool HasSavedAttachment(const std::string& attempt_dir) {
   Fd dir(OpenDir(attempt_dir));
   struct stat st;

@@ -82,6 +82,9 @@ bool Detach(const Attachment& a, const std::string& attempt_dir, std::string* er
 // The same for the attachment saved in attempt_dir, if any (hostd, when the
 // shim is gone). Never throws.
 bool DetachSaved(const std::string& attempt_dir, std::string* error);
+// CHECK for the attachment saved in attempt_dir: true when there is none or
+// every plugin finds it as ADD left it; false with *error. Never throws.
+bool CheckSaved(const std::string& attempt_dir, std::string* error);
 // Whether attempt_dir holds an attachment not yet taken down.
 bool HasSavedAttachment(const std::string& attempt_dir);
 

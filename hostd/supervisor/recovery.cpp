@@ -8,6 +8,7 @@
 #include "core/util/mutex.h"
 #include "hostd/attempt/outcome.h"
 #include "hostd/drivers/container/container.h"
+#include "hostd/network/attachment.h"
 #include "hostd/supervisor/supervisor.h"
 
 namespace pgfleet::hostd {
@@ -65,7 +66,22 @@ void Supervisor::Adopt(const std::shared_ptr<Record>& rec) {
   }
   spdlog::info("job={} attempt={} re-attached to running job pid={} shim={}", rec->job_id,
                rec->attempt, rec->pid, rec->handle.shim.pid);
-  std::thread([this, rec] { Watch(rec); }).detach();
+  const bool started = rec->pid > 0;  // its network, if any, was set up (ADD ran)
+  std::thread([this, rec, started] {
+    // Its network (network "bridge") outlived hostd with its shim: say so
+    // if it is no longer as ADD left it (CNI CHECK). Its DEL is unchanged.
+    std::string error;
+    if (started && network::HasSavedAttachment(rec->dir)) {
+      if (network::CheckSaved(rec->dir, &error)) {
+        spdlog::info("job={} attempt={} network as it was set up (CNI CHECK)", rec->job_id,
+                     rec->attempt);
+      } else {
+        spdlog::warn("job={} attempt={} network not as it was set up (CNI CHECK): {}", rec->job_id,
+                     rec->attempt, error);
+      }
+    }
+    Watch(rec);
+  }).detach();
 }
 
 void Supervisor::SettleFinished(const std::shared_ptr<Record>& rec, RecoverSummary* summary) {

@@ -129,6 +129,16 @@ std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
   return std::nullopt;
 }
 
+std::optional<std::string> RefusedPorts(const model::JobSpec& spec) {
+  for (const auto& [name, port] : spec.ports) {
+    if (port < 1 || port > 65535) {
+      return "ports." + name + " must be the host port the attempt was given, 1 to 65535 (got " +
+             std::to_string(port) + " in the dispatched spec)";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> RefusedNetwork(const model::JobSpec& spec,
                                           const model::DriverCapabilities& driver,
                                           const SupervisorOptions& options) {
@@ -157,6 +167,7 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   // Decided before taking the lock: it matches regular expressions.
   auto refused = RefusedAsUnprivileged(spec, caps_);
   if (!refused) refused = RefusedNetwork(spec, caps_, options_);
+  if (!refused) refused = RefusedPorts(spec);
   {
     util::MutexLock lock(mu_);
     if (records_.count({job_id, attempt})) return StartResult::kAlready;

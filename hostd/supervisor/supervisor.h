@@ -74,6 +74,10 @@ std::optional<std::string> RefusedAsUnprivileged(const model::JobSpec& spec,
                                                  const model::DriverCapabilities& driver);
 // Why a spec's network cannot be given here, or nullopt: "bridge" needs a
 // driver that isolates (container) and a working CNI network (options.bridge).
+// Why a spec's ports cannot be given to its job, or nullopt: in a
+// dispatched spec each is the host port the attempt was given (jobs.host_ports),
+// never 0 (any free port is the scheduler's to pick, not the host's).
+std::optional<std::string> RefusedPorts(const model::JobSpec& spec);
 struct SupervisorOptions;
 std::optional<std::string> RefusedNetwork(const model::JobSpec& spec,
                                           const model::DriverCapabilities& driver,

@@ -280,6 +280,20 @@ TEST_F(SupervisorTest, ABridgeJobStartsOnlyWhereTheHostOffersBridge) {
   EXPECT_EQ(sup_->AddressOf(8, 1), "");
 }
 
+TEST_F(SupervisorTest, ADispatchedPortMustBeAGivenHostPort) {
+  model::JobSpec spec;
+  spec.command = {"true"};
+  spec.network = "none";
+  spec.ports = {{"http", 0}};
+  std::string error;
+  EXPECT_EQ(sup_->Start(9, 1, spec, &error), Supervisor::StartResult::kFailed);
+  EXPECT_EQ(error,
+            "ports.http must be the host port the attempt was given, 1 to 65535 (got 0 in the "
+            "dispatched spec)");
+  spec.ports = {{"http", 20001}};
+  EXPECT_EQ(sup_->Start(9, 2, spec, &error), Supervisor::StartResult::kStarted);
+}
+
 TEST_F(SupervisorTest, AStartTheRunnerCannotMakeIsReportedStartFailed) {
   runner_.fail_start = "exec \"nope\": No such file or directory";
   EXPECT_EQ(Start(8, 1), Supervisor::StartResult::kFailed);

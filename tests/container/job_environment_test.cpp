@@ -1,4 +1,5 @@
-// The job environment both drivers build with JobEnvironment (driver.h).
+// The job environment both drivers build with JobEnvironment (driver.h),
+// for every network: the spec's env, PATH, the job's ids, its given ports.
 // Plain function tests: no root or cgroups needed.
 
 #include <gtest/gtest.h>
@@ -28,8 +29,20 @@ TEST(JobEnvironmentTest, TheSpecsEnvSortedThenDefaultPathThenJobAndAttempt) {
 
 TEST(JobEnvironmentTest, ASpecsPathReplacesTheDefault) {
   auto env = JobEnvironment(Request({{"PATH", "/opt/bin"}}));
-  EXPECT_EQ(env, (std::vector<std::string>{"PATH=/opt/bin", "PGFLEET_JOB_ID=42",
-                                           "PGFLEET_ATTEMPT=3"}));
+  EXPECT_EQ(env,
+            (std::vector<std::string>{"PATH=/opt/bin", "PGFLEET_JOB_ID=42", "PGFLEET_ATTEMPT=3"}));
+}
+
+TEST(JobEnvironmentTest, GivenPortsComeLastWithTheHostsAdvertisedAddress) {
+  RunRequest req = Request({});
+  req.spec.ports = {{"http", 20001}, {"metrics_2", 20002}};
+  req.host_address = "10.0.0.5";
+  auto env = JobEnvironment(req);
+  EXPECT_EQ(env,
+            (std::vector<std::string>{std::string("PATH=") + kDefaultJobPath, "PGFLEET_JOB_ID=42",
+                                      "PGFLEET_ATTEMPT=3", "PGFLEET_ADDR_HTTP=10.0.0.5:20001",
+                                      "PGFLEET_ADDR_METRICS_2=10.0.0.5:20002",
+                                      "PGFLEET_PORT_HTTP=20001", "PGFLEET_PORT_METRICS_2=20002"}));
 }
 
 }  // namespace

@@ -53,15 +53,19 @@ inline bool IsDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A busybox rootfs (scripts/make-rootfs) in a new temporary directory
+// (*parent): its path in *rootfs; "" or why it could not be built.
+inline std::string MakeBusyboxRootfs(std::unique_ptr<TempDir>* parent, std::string* rootfs) {
+  *parent = std::make_unique<TempDir>();
+  *rootfs = (*parent)->path() + "/busybox";
+  CommandResult r =
+      pgfleet::testing::Run({SourcePath("scripts/make-rootfs"), "busybox", *rootfs}, {}, 120s);
+  return r.exit_code == 0 ? "" : "scripts/make-rootfs failed: " + r.out + r.err;
+}
+
 class ContainerE2eTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    rootfs_parent_ = std::make_unique<TempDir>();
-    rootfs_ = rootfs_parent_->path() + "/busybox";
-    CommandResult r =
-        pgfleet::testing::Run({SourcePath("scripts/make-rootfs"), "busybox", rootfs_}, {}, 120s);
-    rootfs_error_ = r.exit_code == 0 ? "" : "scripts/make-rootfs failed: " + r.out + r.err;
-  }
+  static void SetUpTestSuite() { rootfs_error_ = MakeBusyboxRootfs(&rootfs_parent_, &rootfs_); }
   static void TearDownTestSuite() { rootfs_parent_.reset(); }
 
   void SetUp() override {
