@@ -97,7 +97,7 @@ begin
      for update of j skip locked
   ), need as (
     select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory,
-           array_agg(distinct c.network::text) as networks,
+           bool_or(c.network = 'bridge') as bridge,
            bool_and(c.asked is null and c.given is null) as portless
       from claimed c group by c.host_id
   ), given_ports as (  -- the ports planned, one row each
@@ -121,7 +121,8 @@ begin
        and h.admitted and (h.suspended_until is null or h.suspended_until <= now())
        and h.cpu_allocated + n.cpu <= h.cpu
        and h.memory_allocated + n.memory <= h.memory
-       and n.networks <@ h.networks
+       -- host and none every host offers (hosts.networks' default); bridge not
+       and (not n.bridge or 'bridge' = any(h.networks))
        and (n.portless or pgfleet.ports_fit_host(
              h.id, h.port_range,
              array(select jsonb_build_object('asked', c.asked, 'given', c.given,
