@@ -41,7 +41,7 @@
 #include "hostd/hollow/hollow.h"
 #include "hostd/hollow/sim.h"
 #include "hostd/hostd_flags.h"
-#include "hostd/network/bridge_check.h"
+#include "hostd/host_networks.h"
 #include "hostd/shim/shim.h"
 #include "hostd/shim/shim_launcher.h"
 #include "hostd/supervisor/supervisor.h"
@@ -176,34 +176,6 @@ pgfleet::hostd::HostConfig MakeHostConfig(const pgfleet::daemon::CommonFlags& co
   return config;
 }
 
-// Which networks this host offers (HostConfig::networks): bridge only with a
-// driver that isolates jobs and a CNI configuration whose plugins are here
-// (hostd/network/bridge_check.h). Returns the bridge's network when
-// offered; config->network_note says why not otherwise.
-std::optional<pgfleet::hostd::network::NetworkOptions> ResolveNetworks(
-    const std::string& id, const HostdFlags& f, pgfleet::hostd::HostConfig* config) {
-  namespace network = pgfleet::hostd::network;
-  if (f.driver_name == pgfleet::hostd::kSimDriver) return std::nullopt;
-  if (!pgfleet::hostd::CapabilitiesOfDriver(f.driver_name).isolates) {
-    config->network_note =
-        "no bridge network: the " + f.driver_name + " driver runs jobs on the host's network";
-    return std::nullopt;
-  }
-  network::DefaultNetwork net;
-  net.subnet = f.bridge_subnet;
-  auto check = network::CheckBridge(f.cni_config, f.cni_bin_dir, f.data_dir, net);
-  if (!check.options) {
-    config->network_note = check.missing;
-    spdlog::warn("host={} {}", id, check.missing);
-    return std::nullopt;
-  }
-  config->networks = {"host", "none", "bridge"};
-  spdlog::info("host={} network bridge: CNI network {} (plugins from {})", id,
-               check.options->conflist.value("name", std::string()),
-               check.options->bin_dirs.front());
-  return check.options;
-}
-
 pgfleet::hostd::HollowOptions MakeHollowOptions(const pgfleet::daemon::CommonFlags& common,
                                                 const HostdFlags& f) {
   pgfleet::hostd::HollowOptions o;
@@ -327,7 +299,7 @@ int RunHost(const pgfleet::daemon::Flags& flags, HostdFlags& f) {
     spdlog::error("host={} {}", id, e.what());
     return 1;
   }
-  const auto bridge = ResolveNetworks(id, f, &config);
+  const auto bridge = pgfleet::hostd::ResolveNetworks(id, f, &config);
   pgfleet::hostd::Agent agent(config, metrics);
   std::unique_ptr<pgfleet::hostd::Collector> collector;
   if (f.driver_name != pgfleet::hostd::kSimDriver) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include "core/placement/ports.h"
+
 namespace pgfleet::placement {
 namespace {
 
@@ -94,112 +96,10 @@ std::vector<size_t> MatchingHosts(const Constraints& constraints, bool privilege
   return out;
 }
 
-// The free ports of each host's range, by host index, kept by a plan as it
-// charges ports: what port 0 requests are checked against, so that
-// checking a host costs no walk of its held ports.
-using FreePorts = std::vector<int64_t>;
-
-int64_t FreePortsOf(const HostView& host) {
-  if (host.port_hi < host.port_lo) return 0;
-  const auto& held = host.ports_held;
-  const int64_t in_range =
-      std::distance(held.lower_bound(host.port_lo), held.upper_bound(host.port_hi));
-  return int64_t{host.port_hi} - host.port_lo + 1 - in_range;
-}
-
-FreePorts FreePortsOfAll(const std::vector<HostView>& hosts) {
-  FreePorts out;
-  out.reserve(hosts.size());
-  for (const auto& h : hosts) out.push_back(FreePortsOf(h));
-  return out;
-}
-
-// Whether PickPorts would find the job's ports on the host (with `free`
-// ports free in its range), without picking them: no allocation, as this
-// runs for every matching host.
-bool PortsFit(const JobRequest& job, const HostView& host, int64_t free) {
-  int64_t dynamic = 0;
-  for (const auto& [name, port] : job.ports) {
-    if (port == 0) {
-      ++dynamic;
-      continue;
-    }
-    const bool in_range = port >= host.port_lo && port <= host.port_hi;
-    if (port < 1 || port > 65535 || host.ports_held.count(port) || (!job.privileged && !in_range))
-      return false;
-    free -= in_range;  // a named port of the range is not free for port 0
-  }
-  return dynamic <= free;
-}
-
 // Whether `job` has room on host `i` now: cpu, memory and its ports.
 bool HasRoom(const JobRequest& job, const std::vector<HostView>& hosts, size_t i,
              const FreePorts& free) {
   return Fits(job, hosts[i]) && (job.ports.empty() || PortsFit(job, hosts[i], free[i]));
-}
-
-std::string RangeText(const HostView& host) {
-  if (host.port_hi < host.port_lo) return "no ports";
-  return std::to_string(host.port_lo) + "-" + std::to_string(host.port_hi);
-}
-
-// The first of job's ports `host` cannot give now, in words: "port 8080
-// (ports.web) is held on h1", "ports.http: every port of h1's range
-// 20000-20039 is held".
-std::string PortShortfall(const JobRequest& job, const HostView& host) {
-  std::set<int> taken;
-  for (const auto& [name, port] : job.ports) {
-    if (port == 0) continue;
-    if (!job.privileged && (port < host.port_lo || port > host.port_hi)) {
-      return "port " + std::to_string(port) + " (ports." + name + ") is outside " + host.id +
-             "'s port range " + RangeText(host);
-    }
-    if (host.ports_held.count(port)) {
-      return "port " + std::to_string(port) + " (ports." + name + ") is held on " + host.id;
-    }
-    taken.insert(port);
-  }
-  int free = 0;
-  for (int p = host.port_lo; p <= host.port_hi; ++p) {
-    if (!host.ports_held.count(p) && !taken.count(p)) ++free;
-  }
-  for (const auto& [name, port] : job.ports) {
-    if (port != 0) continue;
-    if (free-- <= 0) {
-      return "ports." + name + ": every port of " + host.id + "'s range " + RangeText(host) +
-             " is held";
-    }
-  }
-  return "";
-}
-
-// Why a job's ports could not be had on any of `matching` even with no
-// port held, or "" when some host could give them.
-std::string PortsNeverFit(const JobRequest& job, const std::vector<size_t>& matching,
-                          const std::vector<HostView>& hosts) {
-  size_t largest = 0;
-  const HostView* outside = nullptr;
-  for (size_t i : matching) {
-    HostView empty = hosts[i];
-    empty.ports_held.clear();
-    if (PickPorts(job, empty)) return "";
-    if (!outside) outside = &hosts[i];
-    if (empty.port_hi >= empty.port_lo) {
-      largest = std::max(largest, static_cast<size_t>(empty.port_hi - empty.port_lo + 1));
-    }
-  }
-  for (const auto& [name, port] : job.ports) {
-    if (port != 0 && !job.privileged && outside &&
-        std::none_of(matching.begin(), matching.end(), [&, port = port](size_t i) {
-          return port >= hosts[i].port_lo && port <= hosts[i].port_hi;
-        })) {
-      return "ports." + name + " asks for host port " + std::to_string(port) +
-             ", outside every host's port range (e.g. " + outside->id + ": " +
-             RangeText(*outside) + "): an unprivileged job may name only ports of its host's range";
-    }
-  }
-  return "ports: " + std::to_string(job.ports.size()) + " ports asked; the largest port range of " +
-         "a host that could run it holds " + std::to_string(largest);
 }
 
 // Stages 1 and 2, feasibility by room and bin-pack rank: the index of the
@@ -363,33 +263,6 @@ std::string CapacityReason(const JobRequest& job) {
 bool LabelsMatch(const JobRequest& job, const HostView& host) {
   return (job.privileged || host.isolates) && Satisfies(job.constraints, host.labels) &&
          (job.pinned_host.empty() || job.pinned_host == host.id) && (!job.bridge || host.bridge);
-}
-
-std::optional<std::map<std::string, int>> PickPorts(const JobRequest& job, const HostView& host) {
-  std::map<std::string, int> out;
-  std::set<int> taken;  // this job's own named ports
-  for (const auto& [name, port] : job.ports) {
-    if (port == 0) continue;
-    if (port < 1 || port > 65535 || host.ports_held.count(port) || taken.count(port))
-      return std::nullopt;
-    if (!job.privileged && (port < host.port_lo || port > host.port_hi)) return std::nullopt;
-    out[name] = port;
-    taken.insert(port);
-  }
-  // The lowest free ports, walking the held ones in order beside.
-  int next = host.port_lo;
-  auto held = host.ports_held.lower_bound(next);
-  for (const auto& [name, port] : job.ports) {
-    if (port != 0) continue;
-    for (;; ++next) {
-      while (held != host.ports_held.end() && *held < next) ++held;
-      if (next > host.port_hi) return std::nullopt;
-      if ((held == host.ports_held.end() || *held != next) && !taken.count(next)) break;
-    }
-    out[name] = next;
-    taken.insert(next++);
-  }
-  return out;
 }
 
 bool Fits(const JobRequest& job, const HostView& host) {

@@ -117,9 +117,7 @@ std::string Program(const Attachment& a, size_t i) {
 }
 
 void Pin(const std::string& netns_dir, const std::string& path, pid_t pid) {
-  if (mkdir(netns_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw ConfigError("cannot create " + netns_dir + ": " + Errno());
-  }
+  MakeOwnDir(netns_dir);
   Fd f(open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0400));
   if (f.fd < 0) throw ConfigError("cannot create " + path + ": " + Errno());
   const std::string ns = "/proc/" + std::to_string(pid) + "/ns/net";

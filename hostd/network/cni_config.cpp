@@ -146,11 +146,24 @@ json DefaultConfList(const DefaultNetwork& net) {
             {{"type", "firewall"}}})}};
 }
 
-std::string WriteDefaultConfDir(const std::string& data_dir, const DefaultNetwork& net) {
-  const std::string dir = data_dir + "/cni";
+void MakeOwnDir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     throw ConfigError("cannot create " + dir + ": " + std::strerror(errno));
   }
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    throw ConfigError("cannot stat " + dir + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+    throw ConfigError("refusing " + dir +
+                      ": not a directory of hostd's own (a symbolic link, another user's, or "
+                      "writable by others)");
+  }
+}
+
+std::string WriteDefaultConfDir(const std::string& data_dir, const DefaultNetwork& net) {
+  const std::string dir = data_dir + "/cni";
+  MakeOwnDir(dir);
   const std::string text = DefaultConfList(net).dump(2) + "\n";
   const std::string tmp = dir + "/." + kConfFile + ".tmp";
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

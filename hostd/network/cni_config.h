@@ -55,6 +55,11 @@ nlohmann::json DefaultConfList(const DefaultNetwork& net);
 // and returns that directory. Throws ConfigError.
 std::string WriteDefaultConfDir(const std::string& data_dir, const DefaultNetwork& net);
 
+// Creates dir (mode 0700) unless it exists, and checks that it is a real
+// directory of this process's user, not a symbolic link or another's:
+// hostd writes there as root. Throws ConfigError naming it.
+void MakeOwnDir(const std::string& dir);
+
 // An IPv4 CIDR "a.b.c.d/n" with 8 <= n <= 30 and no host bits set; throws
 // std::invalid_argument naming --bridge-subnet, the value and the rule.
 void CheckBridgeSubnet(const std::string& cidr);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -89,6 +90,25 @@ TEST(CniConfigTest, ConfDirPicksTheFirstConfListInLexicalOrder) {
       << R"({"cniVersion":"1.0.0","name":"first","plugins":[{"type":"bridge"}]})";
   std::ofstream(dir.path() + "/05-ignored.txt") << "not a conflist";
   EXPECT_EQ("first", hostd::network::LoadConfDir(dir.path()).name);
+}
+
+TEST(CniConfigTest, TheDirectoriesHostdWritesMustBeItsOwnNotALink) {
+  TempDir dir;
+  const std::string own = dir.path() + "/own";
+  hostd::network::MakeOwnDir(own);
+  hostd::network::MakeOwnDir(own);  // again: it exists, and is fine
+  struct stat st;
+  ASSERT_EQ(0, stat(own.c_str(), &st));
+  EXPECT_EQ(0700u, st.st_mode & 0777);
+  // A symbolic link where the directory would be (to a directory hostd
+  // would otherwise write into) is refused, as is a directory others may write.
+  const std::string link = dir.path() + "/link";
+  ASSERT_EQ(0, symlink(own.c_str(), link.c_str()));
+  EXPECT_THROW(hostd::network::MakeOwnDir(link), ConfigError);
+  const std::string open_dir = dir.path() + "/open";
+  ASSERT_EQ(0, mkdir(open_dir.c_str(), 0777));
+  ASSERT_EQ(0, chmod(open_dir.c_str(), 0777));
+  EXPECT_THROW(hostd::network::MakeOwnDir(open_dir), ConfigError);
 }
 
 TEST(CniConfigTest, BridgeSubnetMustBeAnIpv4NetworkAddress) {
