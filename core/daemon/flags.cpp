@@ -1,5 +1,8 @@
 #include "core/daemon/flags.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -7,6 +10,7 @@
 #include "core/db/connection.h"
 #include "core/net/http.h"
 #include "core/util/log.h"
+#include "core/util/text.h"
 
 namespace pgfleet::daemon {
 
@@ -27,8 +31,10 @@ Flags::Flags(DaemonInfo info) : info_(std::move(info)), opts_(info_.caption) {
       "CA certificate (PEM): trust only https hosts it signed, and with --tls-cert require "
       "clients to present a certificate it signed")(
       "log-level", po::value(&common_.log_level)->default_value("info"),
-      "trace, debug, info, warn, error")("config", po::value(&common_.config_file),
-                                         "config file with the same option names (name = value)");
+      "trace, debug, info, warn, error")(
+      "config", po::value(&common_.config_file),
+      "config file with the same option names (name = value lines; flags win); default "
+      "/etc/pgfleet/<program>.conf ($PGFLEET_CONFIG_DIR/<program>.conf) when it exists");
 }
 
 int Flags::Usage(const std::string& message) const {
@@ -36,17 +42,59 @@ int Flags::Usage(const std::string& message) const {
   return 2;
 }
 
+namespace {
+
+// The config file a daemon reads without --config, when it exists:
+// /etc/pgfleet/<program>.conf ($PGFLEET_CONFIG_DIR instead of /etc/pgfleet).
+std::string DefaultConfigFile(const std::string& program) {
+  const char* dir = std::getenv("PGFLEET_CONFIG_DIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : "/etc/pgfleet") + "/" + program +
+         ".conf";
+}
+
+// Stores the options of a config file into *vm, one line at a time, so an
+// error names the file, the line and the option: `name = value` lines (the
+// flags' names without "--"), blank lines and `#` comments. Values already
+// in *vm (the command line's) win: po::store keeps the first value of an
+// option.
+void StoreConfigFile(const std::string& file, const po::options_description& opts,
+                     po::variables_map* vm) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error("cannot read --config " + file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = "--config " + file + " line " + std::to_string(n);
+    std::string text = util::Trim(line);
+    if (text.empty() || text[0] == '#') continue;
+    const auto eq = text.find('=');
+    if (eq == std::string::npos) {
+      throw std::runtime_error(where + ": expected `name = value` (got \"" + text + "\")");
+    }
+    const std::string name = util::Trim(text.substr(0, eq));
+    const std::string value = util::Trim(text.substr(eq + 1));
+    if (name.empty() || name == "config" || name == "help" ||
+        opts.find_nothrow(name, false) == nullptr) {
+      throw std::runtime_error(where + ": unknown option \"" + name + "\"");
+    }
+    const std::vector<std::string> arg = {"--" + name + "=" + value};
+    try {
+      po::store(po::command_line_parser(arg).options(opts).run(), *vm);
+    } catch (const po::error& e) {
+      throw std::runtime_error(where + ": option \"" + name + "\": " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
 void Flags::Read(int argc, char** argv, po::variables_map* vm) {
   po::store(po::parse_command_line(argc, argv, opts_), *vm);
   if (vm->count("config")) {
-    const auto& file = (*vm)["config"].as<std::string>();
-    std::ifstream f(file);
-    if (!f) throw std::runtime_error("cannot read --config " + file);
-    try {
-      po::store(po::parse_config_file(f, opts_), *vm);
-    } catch (const po::error& e) {
-      throw std::runtime_error("--config " + file + ": " + e.what());
-    }
+    StoreConfigFile((*vm)["config"].as<std::string>(), opts_, vm);
+  } else if (const std::string file = DefaultConfigFile(info_.program);
+             ::access(file.c_str(), F_OK) == 0) {
+    common_.config_file = file;
+    StoreConfigFile(file, opts_, vm);
   }
   po::notify(*vm);
 }

@@ -48,6 +48,10 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
     std::string named;  // what stderr must mention
   };
   std::string bad_config = WriteConfig("bad.conf", "tick = 1\nno-such-option = 3\n");
+  // A bad line of a config file is named by file, line and option.
+  std::string bad_value = WriteConfig("value.conf", "# a comment\n\ncpu = lots\n");
+  std::string no_equals = WriteConfig("noeq.conf", "id = h\ndriver process\n");
+  std::string bad_switch = WriteConfig("switch.conf", "id = h\ndb-pooled = maybe\n");
   std::vector<Case> cases = {
       {"pgfleet-schedulerd", {"--token-file", token_, "--tick", "0"}, "--tick"},
       {"pgfleet-schedulerd", {"--token-file", token_, "--batch-size", "-1"}, "--batch-size"},
@@ -65,7 +69,9 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
       {"pgfleet-schedulerd", {"--token-file", token_, "--log-level", "loud"}, "--log-level"},
       {"pgfleet-schedulerd", {"--token-file", dir_.path() + "/missing"}, "--token-file"},
       {"pgfleet-schedulerd", {"--config", dir_.path() + "/missing.conf"}, "missing.conf"},
-      {"pgfleet-schedulerd", {"--config", bad_config}, "bad.conf"},
+      {"pgfleet-schedulerd",
+       {"--config", bad_config},
+       "bad.conf line 2: unknown option \"no-such-option\""},
       {"pgfleet-schedulerd", {"--bogus"}, "bogus"},
       {"pgfleet-hostd", {"--token-file", token_}, "--id"},
       {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--cpu", "-5"}, "--cpu"},
@@ -78,6 +84,15 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
        {"--id", "h", "--token-file", token_, "--data-dir", dir_.path() + "/h", "--driver", "kvm"},
        "--driver"},
       {"pgfleet-hostd", {"--id", "h", "--token-file", token_, "--config", bad_config}, "bad.conf"},
+      {"pgfleet-hostd",
+       {"--id", "h", "--token-file", token_, "--config", bad_value},
+       "value.conf line 3: option \"cpu\""},
+      {"pgfleet-hostd",
+       {"--token-file", token_, "--config", no_equals},
+       "noeq.conf line 2: expected `name = value` (got \"driver process\")"},
+      {"pgfleet-hostd",
+       {"--token-file", token_, "--config", bad_switch},
+       "switch.conf line 2: option \"db-pooled\""},
       // Durations: one syntax everywhere (500ms, 2s, 1.5, 10m, 2h, 7d).
       {"pgfleet-schedulerd",
        {"--token-file", token_, "--tick", "2x"},
@@ -173,6 +188,29 @@ TEST_F(DaemonFlagsTest, BadFlagsExitWith2AndNameTheFlagOrFile) {
     EXPECT_NE(std::string::npos, r.err.find(c.named)) << what << ": " << r.err;
     EXPECT_NE(std::string::npos, r.err.find("usage: " + c.binary)) << what << ": " << r.err;
   }
+}
+
+// Without --config a daemon reads /etc/pgfleet/<program>.conf when it exists
+// ($PGFLEET_CONFIG_DIR in place of /etc/pgfleet), and a command-line flag
+// still wins over it.
+TEST_F(DaemonFlagsTest, TheDefaultConfigFileIsReadWhenItExists) {
+  TempDir etc;
+  {
+    std::ofstream f(etc.path() + "/pgfleet-schedulerd.conf");
+    f << "# the operator's file\nbatch-size = lots\n";
+  }
+  auto bad = testing::Run({BinaryPath("pgfleet-schedulerd"), "--token-file", token_},
+                          {"PGFLEET_CONFIG_DIR=" + etc.path()}, 30s);
+  EXPECT_EQ(2, bad.exit_code) << bad.err;
+  EXPECT_NE(std::string::npos,
+            bad.err.find("--config " + etc.path() + "/pgfleet-schedulerd.conf line 2"))
+      << bad.err;
+  EXPECT_NE(std::string::npos, bad.err.find("option \"batch-size\"")) << bad.err;
+  // The same flag on the command line wins: the file's value is not even read.
+  auto flag_wins = testing::Run(
+      {BinaryPath("pgfleet-schedulerd"), "--token-file", token_, "--batch-size", "5", "--help"},
+      {"PGFLEET_CONFIG_DIR=" + etc.path()}, 30s);
+  EXPECT_EQ(0, flag_wins.exit_code) << flag_wins.err;
 }
 
 TEST_F(DaemonFlagsTest, HelpPrintsEveryFlagAndExits0) {

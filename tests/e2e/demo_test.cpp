@@ -95,6 +95,28 @@ TEST(DemoTest, FixedPortsMetricsInTheDatabaseAndStopStopsTheJobsToo) {
       30s));
   c.disconnect();
 
+  // What the closing message tells a user to type works as written: the env
+  // file lets a plain psql run sql/ops/ against this cluster, and names this
+  // cluster for --stop (not the default ./.pgfleet-dev).
+  EXPECT_NE(std::string::npos, up.out.find("PGFLEET_DEV_DIR=" + dev + " scripts/demo --stop"))
+      << up.out;
+  auto ops = pgfleet::testing::Run(
+      {"/bin/bash", "-c",
+       "source '" + dev + "/env' && cd '" + SourcePath("") + "' && psql -X -v job=" + id +
+           " -f sql/ops/why_pending.sql && echo \"dev=$PGFLEET_DEV_DIR\""},
+      {}, 30s);
+  EXPECT_EQ(0, ops.exit_code) << ops.out << ops.err;
+  EXPECT_NE(std::string::npos, ops.out.find("(1 row)")) << ops.out;
+  EXPECT_NE(std::string::npos, ops.out.find("dev=" + dev)) << ops.out;
+  // scripts/make-rootfs without DEST builds where the demo's hosts look.
+  auto rootfs = pgfleet::testing::Run({SourcePath("scripts/make-rootfs"), "busybox"},
+                                      {"PGFLEET_DEV_DIR=" + dev}, 120s);
+  EXPECT_EQ(0, rootfs.exit_code) << rootfs.out << rootfs.err;
+  for (const char* host : {"host-1", "host-2"}) {
+    const std::string sh = dev + "/data/" + host + "/rootfs/busybox/bin/busybox";
+    EXPECT_EQ(0, ::access(sh.c_str(), X_OK)) << sh << "\n" << rootfs.out << rootfs.err;
+  }
+
   auto stop = pgfleet::testing::Run({demo, "--stop"}, env, 120s);
   EXPECT_EQ(0, stop.exit_code) << stop.out << stop.err;
   EXPECT_NE(std::string::npos, stop.out.find("stopping the jobs")) << stop.out;
