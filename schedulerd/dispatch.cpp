@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <utility>
 
@@ -59,7 +60,10 @@ void Dispatcher::Submit(Targets targets) {
   if (!any) return;
   {
     util::MutexLock lock(mu_);
-    taken_.wait(lock, [this] { mu_.AssertHeld(); return waiting_.size() < kMaxWaiting; });
+    taken_.wait(lock, [this] {
+      mu_.AssertHeld();
+      return waiting_.size() < kMaxWaiting;
+    });
     waiting_.push_back(std::move(targets));
   }
   submitted_.notify_one();
@@ -70,7 +74,10 @@ void Dispatcher::Deliverer() {
     Targets targets;
     {
       util::MutexLock lock(mu_);
-      submitted_.wait(lock, [this] { mu_.AssertHeld(); return closing_ || !waiting_.empty(); });
+      submitted_.wait(lock, [this] {
+        mu_.AssertHeld();
+        return closing_ || !waiting_.empty();
+      });
       if (waiting_.empty()) return;  // closing, and everything delivered
       targets = std::move(waiting_.front());
       waiting_.pop_front();
@@ -135,8 +142,8 @@ std::vector<Delivery> Dispatcher::Send(const std::string& host_id, const HostTar
     int timeout = timeout_seconds_ + static_cast<int>((end - begin) / 50);
     Delivery outcome;
     try {
-      outcome =
-          DeliveryOf(pool_.Post(target.api_url, hostapi::kJobsPath, bodies[b], timeout), target.api_url);
+      outcome = DeliveryOf(pool_.Post(target.api_url, hostapi::kJobsPath, bodies[b], timeout),
+                           target.api_url);
     } catch (const std::exception& e) {  // a bad api_url: nothing was sent
       outcome = {Delivery::Kind::kFailed, e.what()};
     }
@@ -195,11 +202,16 @@ void Dispatcher::Deliver(const Targets& targets) {
   std::atomic<size_t> next{0};
   auto sender = [&] {
     for (size_t i = next++; i < todo.size(); i = next++) {
+      const auto started = std::chrono::steady_clock::now();
       try {
         deliveries[i] = Send(*todo[i].first, *todo[i].second);
       } catch (const std::exception& e) {  // unforeseen: maybe sent, so not requeued
         deliveries[i].assign(todo[i].second->jobs.size(), {Delivery::Kind::kUnanswered, e.what()});
       }
+      // One host's batch, sent and answered (or given up on).
+      metrics_.Observe(
+          "pgfleet_scheduler_dispatch_seconds",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
   };
   std::vector<std::thread> threads;

@@ -23,7 +23,15 @@ void Maintenance::Heartbeat(pqxx::connection& conn) {
   gethostname(host, sizeof(host) - 1);
   pqxx::work tx(conn);
   store::Heartbeat(tx, config_.scheduler_id, host, static_cast<int>(getpid()), config_.metrics_url);
+  const store::ClusterGauges gauges = store::ReadClusterGauges(tx);
   tx.commit();
+  for (const auto& [state, n] : gauges.jobs) {
+    metrics_.Set("pgfleet_jobs{state=\"" + state + "\"}", n);
+  }
+  for (const auto& [state, n] : gauges.hosts) {
+    metrics_.Set("pgfleet_hosts{state=\"" + state + "\"}", n);
+  }
+  metrics_.Set("pgfleet_oldest_pending_job_age_seconds", gauges.oldest_pending_seconds);
 }
 
 bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
@@ -37,9 +45,10 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
   tx.commit();
   metrics_.Set("pgfleet_scheduler_formation_locks_held_elsewhere", foreign);
   if (foreign > 0 && foreign_locks_ == 0) {
-    spdlog::warn("{} formation(s) locked by a session that is not a scheduler's: their jobs wait "
-                 "(select * from pgfleet.formation_locks where not is_scheduler)",
-                 foreign);
+    spdlog::warn(
+        "{} formation(s) locked by a session that is not a scheduler's: their jobs wait "
+        "(select * from pgfleet.formation_locks where not is_scheduler)",
+        foreign);
   }
   foreign_locks_ = foreign;
   if (evicted > 0) {

@@ -31,7 +31,9 @@ class Maintenance {
   Maintenance(MaintenanceConfig config, metrics::Registry& metrics)
       : config_(std::move(config)), metrics_(metrics) {}
 
-  // Upserts this scheduler's row in pgfleet.schedulers.
+  // Upserts this scheduler's row in pgfleet.schedulers, and reads the
+  // cluster's gauges (jobs and hosts by state, the oldest pending job's age)
+  // for /metrics in the same transaction.
   void Heartbeat(pqxx::connection& conn);
   // Marks silent hosts lost and requeues their attempts, and stops jobs on
   // draining hosts past their deadline. Returns true when that freed or

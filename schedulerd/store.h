@@ -244,6 +244,15 @@ void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
 // pgfleet.host_ttl() in seconds.
 double HostTtlSeconds(pqxx::transaction_base& tx);
 
+// The cluster's gauges for /metrics: live jobs by state, hosts by state,
+// the age in seconds of the oldest job ready to place.
+struct ClusterGauges {
+  std::map<std::string, double> jobs;   // pending, assigned, running -> count
+  std::map<std::string, double> hosts;  // up, draining, offline, lost -> count
+  double oldest_pending_seconds = 0;
+};
+ClusterGauges ReadClusterGauges(pqxx::transaction_base& tx);
+
 struct LostHost {
   std::string host_id;
   int requeued = 0;

@@ -11,9 +11,9 @@ namespace pgfleet::schedulerd::store {
 
 void PrepareMaintenance(pqxx::connection& conn) {
   db::PrepareAll(
-      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard, &kNoteForeignFormationLocks,
-             &kEvictOverdueDrains, &kTryLockPrune,
-             &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
+      conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard,
+             &kNoteForeignFormationLocks, &kEvictOverdueDrains, &kTryLockPrune, &kPruneFinished,
+             &kForgetStaleSchedulers, &kPruneDeletedFormations, &kClusterGauges});
 }
 
 void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
@@ -23,6 +23,18 @@ void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
 
 double HostTtlSeconds(pqxx::transaction_base& tx) {
   return db::Exec1(tx, kHostTtlSeconds)["seconds"].as<double>();
+}
+
+ClusterGauges ReadClusterGauges(pqxx::transaction_base& tx) {
+  ClusterGauges out;
+  for (const auto& row : db::Exec(tx, kClusterGauges)) {
+    const std::string kind = row["kind"].as<std::string>();
+    const double value = row["value"].as<double>();
+    if (kind == "jobs") out.jobs[row["state"].as<std::string>()] = value;
+    if (kind == "hosts") out.hosts[row["state"].as<std::string>()] = value;
+    if (kind == "oldest_pending") out.oldest_pending_seconds = value;
+  }
+  return out;
 }
 
 std::vector<LostHost> SweepLostHosts(pqxx::transaction_base& tx, double ttl_seconds) {

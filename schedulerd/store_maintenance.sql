@@ -35,3 +35,26 @@ delete from pgfleet.schedulers where last_seen < now() - interval '1 day';
 
 -- name: schedulerd_prune_deleted_formations
 select pgfleet.prune_deleted_formations();
+
+-- name: schedulerd_cluster_gauges
+-- What a scheduler's /metrics shows of the whole cluster, read every few
+-- seconds (not per pass): live jobs by state, hosts by state, and how long
+-- the oldest job ready to place has waited (pending, to run, due: a job
+-- waiting for a later not_before is not waiting for the scheduler). Finished
+-- jobs are counters of their own (a count over every finished row would
+-- grow with retention).
+select 'jobs' as kind, s.state, count(j.id)::float8 as value
+  from unnest(array['pending', 'assigned', 'running']) s(state)
+  left join pgfleet.jobs j on j.state = s.state
+ group by s.state
+union all
+select 'hosts', s.state, count(h.id)::float8
+  from unnest(array['up', 'draining', 'offline', 'lost']) s(state)
+  left join pgfleet.hosts h on h.state = s.state
+ group by s.state
+union all
+select 'oldest_pending', '',
+       coalesce(extract(epoch from now() - min(j.created_at)), 0)::float8
+  from pgfleet.jobs j
+ where j.state = 'pending' and j.desired_state = 'run'
+   and (j.not_before is null or j.not_before <= now());

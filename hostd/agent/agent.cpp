@@ -22,13 +22,15 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
   // Back within a heartbeat of the database: the lease counts from the last
   // heartbeat, so a longer wait would fence after a database outage shorter
   // than the TTL (docs/failures-hostd.md, "Database outages").
-  conn_.SetMaxBackoff(std::chrono::duration_cast<std::chrono::milliseconds>(config_.heartbeat_interval));
+  conn_.SetMaxBackoff(
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.heartbeat_interval));
 }
 
 void Agent::SetSupervisor(Supervisor* supervisor) {
   supervisor_ = supervisor;
-  watchdog_.SetActions({[supervisor](const std::string& reason) { return supervisor->Fence(reason); },
-                        [supervisor] { supervisor->Unfence(); }});
+  watchdog_.SetActions(
+      {[supervisor](const std::string& reason) { return supervisor->Fence(reason); },
+       [supervisor] { supervisor->Unfence(); }});
 }
 
 void Agent::SetTtl(std::chrono::milliseconds ttl) {
@@ -40,7 +42,13 @@ void Agent::SetTtl(std::chrono::milliseconds ttl) {
   }
 }
 
-void Agent::Enqueue(model::Report report) { reports_.Push(std::move(report)); }
+void Agent::Enqueue(model::Report report) {
+  if (report.kind == model::ReportKind::kRunning) metrics_.Add("pgfleet_host_starts_total", 1);
+  if (report.kind == model::ReportKind::kStartFailed) {
+    metrics_.Add("pgfleet_host_start_failures_total", 1);
+  }
+  reports_.Push(std::move(report));
+}
 
 void Agent::Wake() { reports_.Wake(); }
 
@@ -83,6 +91,9 @@ void Agent::Heartbeat(pqxx::connection& conn) {
       store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()),
                        Condition(), with_usage ? &usage : nullptr);
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
+  // Gauges of this host (hollow hosts share a registry: the last one's).
+  metrics_.Set("pgfleet_host_running_attempts", static_cast<double>(supervisor_->LiveCount()));
+  metrics_.Set("pgfleet_host_report_queue_depth", static_cast<double>(reports_.size()));
   if (!status) {
     spdlog::warn("host={} is not in pgfleet.hosts any more: registering again", config_.id);
     registered_ = false;

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "core/db/sql_state.h"
 #include "core/util/text.h"
 #include "hostd/agent/agent.h"
@@ -53,8 +55,12 @@ void Agent::Deliver(pqxx::connection& conn, std::vector<model::Report>& batch, s
                                     batch.begin() + static_cast<std::ptrdiff_t>(end));
     // One statement, so its own transaction: no BEGIN and COMMIT round trips.
     pqxx::nontransaction tx(conn);
+    const auto started = std::chrono::steady_clock::now();
     auto results = store::ReportJobs(tx, config_.id, generation_, part, AddressOf());
     tx.commit();
+    metrics_.Observe(
+        "pgfleet_host_report_batch_seconds",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     *settled = end;
     metrics_.Add("pgfleet_host_reports_total", static_cast<double>(part.size()));
     NoteResults(results);

@@ -8,10 +8,7 @@ namespace pgfleet::hostd {
 
 FenceWatchdog::FenceWatchdog(std::string host_id, const std::string& data_dir,
                              std::chrono::milliseconds ttl, metrics::Registry& metrics)
-    : host_id_(std::move(host_id)),
-      data_dir_(data_dir),
-      metrics_(metrics),
-      lease_(data_dir) {
+    : host_id_(std::move(host_id)), data_dir_(data_dir), metrics_(metrics), lease_(data_dir) {
   ttl_ms_ = ttl.count();
 }
 
@@ -58,12 +55,14 @@ void FenceWatchdog::Tick() {
     spdlog::error("host={} {}: SIGKILL to {} live job(s), no new ones until the database is back",
                   host_id_, fence_reason_, n);
   } else if (overdue) {
-    if (actions_.fence) actions_.fence(fence_reason_);  // anything started meanwhile (same state: no log)
+    if (actions_.fence)
+      actions_.fence(fence_reason_);  // anything started meanwhile (same state: no log)
   } else if (fenced_) {
     fenced_ = false;
     if (actions_.unfence) actions_.unfence();
     spdlog::warn("host={} heartbeat succeeded again: self-fence lifted", host_id_);
   }
+  metrics_.Set("pgfleet_host_fenced", fenced_ ? 1 : 0);
 }
 
 }  // namespace pgfleet::hostd
