@@ -134,10 +134,13 @@ TEST(PriorityCeiling, HostileCeilingsAreRefusedNamingTheRuleAndChangeNothing) {
   EXPECT_EQ(admin.Num("select count(*) from pgfleet.role_limits"), 0);
   EXPECT_EQ(admin.Num("select count(*) from pgfleet.settings where name = 'max_priority'"), 0);
   EXPECT_EQ(admin.Num("select count(*) from pgfleet.jobs"), 0);
-  // A job whose owner is no role (an admin may write any owner) is held to the setting.
+  // A template whose owner is no role (an admin may write any owner) is held
+  // to the setting.
   std::string e = admin.ErrorOf(
-      "insert into pgfleet.jobs (command, owner, priority) values ('{true}', 'ghost', 70)");
-  EXPECT_NE(e.find("priority 70 is above 50 for role ghost"), std::string::npos) << e;
+      "insert into pgfleet.formations (name, owner, priority) values ('g', 'ghost', 70)");
+  EXPECT_NE(e.find("priority 70 is above 50 for role ghost (setting max_priority)"),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace
