@@ -250,8 +250,7 @@ json RolloutChanges(const Command& cmd, const RolloutFlags& flags) {
 
 void AddLimitOptions(Command& cmd, LimitFlags* flags) {
   cmd.Options()("max-running", po::value(&flags->max_running),
-                "most of its jobs assigned or running at once, 1-100000 (update: none for "
-                "unlimited; default unlimited)");
+                "jobs assigned or running at once, 1-100000 or none");
 }
 
 void AddLimitChanges(const Command& cmd, const LimitFlags& flags, json* changes) {
