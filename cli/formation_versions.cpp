@@ -42,6 +42,7 @@ struct UpdateFlags {
   int replicas = 0;
   std::string spread;
   RolloutFlags rollout;
+  LimitFlags limits;
 };
 
 // The columns `formation update` changes: only those whose flags were given
@@ -54,6 +55,7 @@ json UpdateChanges(const Command& cmd, UpdateFlags* flags,
   checked.command = command.empty() ? std::vector<std::string>{"placeholder"} : command;
   CompleteSpec(flags->envs, flags->constraints, flags->ports, flags->health, &checked);
   json c = RolloutChanges(cmd, flags->rollout);
+  AddLimitChanges(cmd, flags->limits, &c);
   if (!command.empty()) c["command"] = command;
   if (cmd.Given("env")) c["env"] = checked.env;
   if (cmd.Given("constraint")) c["constraints"] = checked.constraints;
@@ -88,6 +90,7 @@ int Update(const std::vector<std::string>& args, const std::vector<std::string>&
   cmd.Options()("replicas", po::value(&flags.replicas), "service: copies to keep running")(
       "spread", po::value(&flags.spread), "host, a host label key, or \"\" to pack");
   AddRolloutOptions(cmd, &flags.rollout);
+  AddLimitOptions(cmd, &flags.limits);
   AddJobTemplateOptions(cmd, &flags.job, &flags.envs, &flags.constraints, &flags.ports, &flags.health);
   cmd.Positional("args", &flags.pos);
   if (!cmd.Parse(args)) return kExitOk;
@@ -243,6 +246,28 @@ json RolloutChanges(const Command& cmd, const RolloutFlags& flags) {
     c["auto_revert"] = flags.auto_revert == "true";
   }
   return c;
+}
+
+void AddLimitOptions(Command& cmd, LimitFlags* flags) {
+  cmd.Options()("max-running", po::value(&flags->max_running),
+                "jobs assigned or running at once, 1-100000 or none");
+}
+
+void AddLimitChanges(const Command& cmd, const LimitFlags& flags, json* changes) {
+  if (!cmd.Given("max-running")) return;
+  const std::string& v = flags.max_running;
+  if (v == "none") {
+    (*changes)["max_running"] = nullptr;
+    return;
+  }
+  const bool digits =
+      !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::stoi(v) : 0;
+  if (n < 1 || n > 100000) {
+    throw UsageError("--max-running must be a whole number from 1 to 100000 or none (got \"" +
+                     v + "\")");
+  }
+  (*changes)["max_running"] = n;
 }
 
 bool IsVersionSubcommand(const std::string& sub) {

@@ -22,6 +22,16 @@ void AddRolloutOptions(Command& cmd, RolloutFlags* flags);
 // when none was given). Throws UsageError for a value the CLI can judge.
 nlohmann::json RolloutChanges(const Command& cmd, const RolloutFlags& flags);
 
+// --max-running N (1-100000; `none` on update: unlimited): how many of the
+// formation's jobs may be assigned or running at once (docs/limits.md).
+struct LimitFlags {
+  std::string max_running;
+};
+void AddLimitOptions(Command& cmd, LimitFlags* flags);
+// Adds the formations columns the given limit flags set to *changes. Throws
+// UsageError for a value that is not a whole number in range (or none).
+void AddLimitChanges(const Command& cmd, const LimitFlags& flags, nlohmann::json* changes);
+
 // True for the subcommands CmdFormationVersions runs.
 bool IsVersionSubcommand(const std::string& sub);
 // Runs one: `args` are the words after it, `command` those after "--".

@@ -20,6 +20,7 @@ struct FormationFlags {
   HealthFlags health;
   NewFormation f;
   RolloutFlags rollout;
+  LimitFlags limits;
 };
 
 // The subcommands, with their usage lines (also `pgfleet formation --help`).
@@ -54,6 +55,7 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
         "spread its jobs: host (one per host first) or a host label key, e.g. zone "
         "(evenly over its values); default: packed onto the fewest hosts");
     AddRolloutOptions(cmd, &flags->rollout);
+    AddLimitOptions(cmd, &flags->limits);
     // A formation's template is a whole job: every flag of `run` that says how
     // a job runs says it for each replica.
     AddJobTemplateOptions(cmd, &flags->f.job, &flags->envs, &flags->constraints, &flags->ports, &flags->health);
@@ -177,6 +179,12 @@ int CmdFormation(const std::vector<std::string>& all_args) {
   }
   CheckCreate(&flags, command);
   auto rollout = RolloutChanges(cmd, flags.rollout);
+  if (flags.limits.max_running == "none") {
+    throw UsageError(
+        "--max-running none is for formation update (a new formation is unlimited "
+        "without it)");
+  }
+  AddLimitChanges(cmd, flags.limits, &rollout);
   auto conn = cmd.Connect();
   pqxx::work tx(*conn);
   int id = CreateFormation(tx, flags.f);

@@ -38,6 +38,7 @@ const char* kUsage =
     "  drain HOST                       no new work on HOST\n"
     "  host offline|online|remove HOST  take a host out, bring it back, or forget it\n"
     "  status                           cluster summary\n"
+    "  quotas                           owners' quotas and what they use now\n"
     "every command takes --db DSN (else $PGFLEET_DB, else PG* variables); listings take --json.\n"
     "exit codes: 0 success, 1 failure, 2 usage error; run --wait and wait exit with the job's\n"
     "code, wait --timeout with 124\n";
@@ -74,12 +75,12 @@ int main(int argc, char** argv) {
     return argc < 2 ? kExitUsage : kExitOk;
   }
   static const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"migrate", CmdMigrate}, {"run", CmdRun},     {"ps", CmdPs},
-      {"inspect", CmdInspect}, {"logs", CmdLogs},   {"stop", CmdStop},
-      {"events", CmdEvents},   {"hosts", CmdHosts}, {"status", CmdStatus},
-      {"drain", CmdDrain},     {"host", CmdHost},   {"formation", CmdFormation},
-      {"wait", CmdWait},       {"fs", CmdFs},       {"exec", CmdExec},
-      {"endpoints", CmdEndpoints}};
+      {"migrate", CmdMigrate},     {"run", CmdRun},      {"ps", CmdPs},
+      {"inspect", CmdInspect},     {"logs", CmdLogs},    {"stop", CmdStop},
+      {"events", CmdEvents},       {"hosts", CmdHosts},  {"status", CmdStatus},
+      {"drain", CmdDrain},         {"host", CmdHost},    {"formation", CmdFormation},
+      {"wait", CmdWait},           {"fs", CmdFs},        {"exec", CmdExec},
+      {"endpoints", CmdEndpoints}, {"quotas", CmdQuotas}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

@@ -32,7 +32,8 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kCreateFormation,  &kDeleteFormation,  &kFormationDone,  &kRemoveHost,
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
                         &kPromote,          &kFormationStatus,  &kRollouts,
-                        &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints});
+                        &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints,
+                        &kOwnerQuotas});
 }
 
 namespace {
@@ -221,6 +222,14 @@ void SetHostState(pqxx::transaction_base& tx, const std::string& host, const std
 
 json ClusterSummary(pqxx::transaction_base& tx) {
   return json::parse(db::Exec1(tx, kClusterSummary)["doc"].as<std::string>());
+}
+
+json OwnerQuotas(pqxx::transaction_base& tx) {
+  json out = json::array();
+  for (const auto& r : db::Exec(tx, kOwnerQuotas)) {
+    out.push_back(json::parse(r["doc"].as<std::string>()));
+  }
+  return out;
 }
 
 json FormationStatuses(pqxx::transaction_base& tx) {

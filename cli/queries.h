@@ -238,4 +238,7 @@ std::optional<nlohmann::json> FormationStatus(pqxx::transaction_base& tx, const 
 // Its newest `limit` pgfleet.rollout_status rows, newest first.
 nlohmann::json Rollouts(pqxx::transaction_base& tx, const std::string& name, int limit);
 
+// pgfleet.owner_quota_status rows the caller may see, by owner (docs/limits.md).
+nlohmann::json OwnerQuotas(pqxx::transaction_base& tx);
+
 }  // namespace pgfleet::cli

@@ -198,3 +198,7 @@ select pgfleet.watch_endpoints(nullif($1, ''));
 
 -- name: cli_unwatch_endpoints
 select pgfleet.unwatch_endpoints();
+
+-- name: cli_owner_quotas
+-- pgfleet.owner_quota_status as the caller may see it (a submitter: its own).
+select to_jsonb(q)::text as doc from pgfleet.owner_quota_status q order by q.owner;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/model/constants.h"
+#include "core/placement/limits.h"
 #include "core/placement/placement.h"
 #include "schedulerd/rollout.h"
 #include "schedulerd/service.h"
@@ -162,6 +163,29 @@ FormationPass::Placed FormationPass::Place(
   return out;
 }
 
+void FormationPass::HoldBack(PassStore& store, const store::FormationShape& shape,
+                             const std::vector<store::PendingJob>& claimed,
+                             std::vector<store::PendingJob>* within,
+                             std::map<int64_t, Waiting>* held_back) {
+  placement::Limits limits;
+  limits.formation = shape.name;
+  limits.max_running = shape.max_running;
+  if (shape.max_running > 0) limits.live = store.FormationLive(shape.name);
+  std::vector<placement::LimitedJob> jobs;
+  std::set<std::string> owners;
+  for (const auto& p : claimed) {
+    jobs.push_back({p.request.id, p.owner, p.request.cpu, p.request.memory});
+    owners.insert(p.owner);
+  }
+  if (shape.quotas) limits.owners = store.OwnerQuotas({owners.begin(), owners.end()});
+  auto split = placement::ApplyLimits(jobs, limits);
+  const std::set<int64_t> kept(split.kept.begin(), split.kept.end());
+  for (const auto& p : claimed) {
+    if (kept.count(p.request.id)) within->push_back(p);
+  }
+  for (auto& [id, why] : split.waiting) (*held_back)[id] = {std::move(why), false};
+}
+
 void FormationPass::WriteReasons(PassStore& store, const std::vector<store::PendingJob>& claimed,
                                  const std::map<int64_t, Waiting>& reasons) {
   std::map<int64_t, std::string> changed;
@@ -220,7 +244,16 @@ FormationPassResult FormationPass::Work(
     for (auto& p : claimed) p.request.spread = shape->spread;
     spread = store.FormationHostCounts(formation.name);
   }
-  Placed placed = Place(store, claimed, pass_hosts, std::move(spread));
+  // Without limits (the common case) every claimed job is planned, with no
+  // statement more.
+  std::vector<store::PendingJob> within;
+  std::map<int64_t, Waiting> held_back;
+  const bool limited = shape->max_running > 0 || shape->quotas;
+  if (limited) HoldBack(store, *shape, claimed, &within, &held_back);
+  const auto& placeable = limited ? within : claimed;
+  Placed placed;
+  if (!placeable.empty()) placed = Place(store, placeable, pass_hosts, std::move(spread));
+  for (auto& [id, why] : held_back) placed.reasons.emplace(id, std::move(why));
   store.Commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {
@@ -236,7 +269,9 @@ FormationPassResult FormationPass::Work(
                  formation.id, claimed.size(), placed.assigned, placed.reasons.size());
   }
   // A full batch means more may be waiting: come back to this formation at once.
-  bool full = static_cast<int>(claimed.size()) == batch_size_;
+  // (Not when a limit held jobs back: they wait for one of the formation's
+  // or the owner's jobs to end, which wakes the schedulers.)
+  bool full = static_cast<int>(claimed.size()) == batch_size_ && held_back.empty();
   return {true, full && placed.assigned > 0, placed.assigned > 0};
 }
 

@@ -4,6 +4,7 @@
 // placement::PlanPlacements), assign conditionally, record why the rest wait.
 //
 //   try_lock_formation -> [service: ReconcileReplicas] -> ReadPending
+//     -> [max_running, owner quotas: HoldBack]
 //     -> rounds of { LoadHostSnapshot -> rounds of { PlanPlacements -> LockHosts }
 //                    -> AssignJobs }  (a first plan of a few jobs: no LockHosts)
 //     -> commit -> assignments handed to the dispatcher
@@ -85,6 +86,15 @@ class FormationPass {
   Placed Place(PassStore& store, const std::vector<store::PendingJob>& claimed,
                std::optional<std::vector<store::SnapshotHost>>* pass_hosts,
                placement::HostCounts spread);
+
+  // Splits `claimed` by the formation's max_running and its owners' quotas
+  // (placement::ApplyLimits, on what PassStore::FormationLive and
+  // OwnerQuotas read now): *within may be planned, *held_back waits with the
+  // limit's words. assign_jobs enforces the same limits; this keeps a
+  // formation at its limit from planning and assigning in vain every pass.
+  void HoldBack(PassStore& store, const store::FormationShape& shape,
+                const std::vector<store::PendingJob>& claimed,
+                std::vector<store::PendingJob>* within, std::map<int64_t, Waiting>* held_back);
 
   // Why the claimed jobs left waiting wait (jobs.error, for `pgfleet ps`),
   // written after the pass commits: inside it, it kept the hosts' rows that

@@ -96,4 +96,13 @@ void PgPassStore::SetPendingReasons(const std::map<int64_t, std::string>& reason
   store::SetPendingReasons(tx, reasons);
 }
 
+int PgPassStore::FormationLive(const std::string& formation) {
+  return store::FormationLive(Tx(), formation);
+}
+
+std::map<std::string, placement::OwnerQuota> PgPassStore::OwnerQuotas(
+    const std::vector<std::string>& owners) {
+  return store::OwnerQuotas(Tx(), owners);
+}
+
 }  // namespace pgfleet::schedulerd

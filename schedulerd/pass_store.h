@@ -56,6 +56,13 @@ class PassStore {
   virtual std::optional<int> FailRollout(int64_t rollout, const std::string& why) = 0;
   // store::ReadPending, LoadHostSnapshot, LockHosts, AssignJobs.
   virtual std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) = 0;
+  // store::FormationLive, OwnerQuotas: a formation's jobs in flight (its
+  // max_running) and owners' quotas with their usage, read under the
+  // formation's lock; asked only of a formation with a limit, of owners
+  // when some quota exists.
+  virtual int FormationLive(const std::string& formation) = 0;
+  virtual std::map<std::string, placement::OwnerQuota> OwnerQuotas(
+      const std::vector<std::string>& owners) = 0;
   virtual std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) = 0;
   virtual std::map<std::string, store::LockedHost> LockHosts(
       const std::vector<std::string>& ids) = 0;
@@ -90,6 +97,9 @@ class PgPassStore : public PassStore {
   void FinishRollout(int64_t rollout, int updated, int healthy) override;
   std::optional<int> FailRollout(int64_t rollout, const std::string& why) override;
   std::vector<store::PendingJob> ReadPending(const std::string& formation, int limit) override;
+  int FormationLive(const std::string& formation) override;
+  std::map<std::string, placement::OwnerQuota> OwnerQuotas(
+      const std::vector<std::string>& owners) override;
   std::vector<store::SnapshotHost> LoadHostSnapshot(store::HostConfigs* configs) override;
   std::map<std::string, store::LockedHost> LockHosts(const std::vector<std::string>& ids) override;
   std::vector<store::Assignment> AssignJobs(const std::vector<placement::Placement>& plan) override;

@@ -91,7 +91,8 @@ void Prepare(pqxx::connection& conn) {
       {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot, &kLockHosts,
        &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas, &kFormationHostCounts,
        &kSystemHosts, &kCreateSystemReplicas, &kSysbatchJobs, &kCreateSysbatchJobs,
-       &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
+       &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError,
+       &kFormationLive, &kOwnerQuotas});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
 }
@@ -121,6 +122,8 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   shape.is_sysbatch = r["is_sysbatch"].as<bool>();
   shape.done = r["done"].as<bool>();
   shape.rolling_out = r["rolling_out"].as<bool>();
+  shape.max_running = r["max_running"].as<int>();
+  shape.quotas = r["quotas"].as<bool>();
   out.shape = std::move(shape);
   return out;
 }
@@ -142,7 +145,33 @@ std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::strin
     p.request.bridge = r["bridge"].as<bool>();
     p.request.ports = PortsOf(r["ports"].as<std::string>());
     p.reason = r["reason"].as<std::string>();
+    p.owner = r["owner"].as<std::string>();
     out.push_back(std::move(p));
+  }
+  return out;
+}
+
+int FormationLive(pqxx::transaction_base& tx, const std::string& formation) {
+  return db::Exec(tx, kFormationLive, formation)[0]["live"].as<int>();
+}
+
+std::map<std::string, placement::OwnerQuota> OwnerQuotas(pqxx::transaction_base& tx,
+                                                         const std::vector<std::string>& owners) {
+  std::map<std::string, placement::OwnerQuota> out;
+  auto limit = [](const pqxx::field& f) -> std::optional<int64_t> {
+    const auto v = f.as<int64_t>();
+    if (v < 0) return std::nullopt;
+    return v;
+  };
+  for (const auto& r : db::Exec(tx, kOwnerQuotas, db::ArrayParam(owners))) {
+    placement::OwnerQuota q;
+    q.max_cpu = limit(r["max_cpu"]);
+    q.max_memory = limit(r["max_memory"]);
+    q.max_running = limit(r["max_running"]);
+    q.cpu = r["cpu"].as<int64_t>();
+    q.memory = r["memory"].as<int64_t>();
+    q.running = r["running"].as<int64_t>();
+    out.emplace(r["owner"].as<std::string>(), q);
   }
   return out;
 }

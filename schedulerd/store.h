@@ -29,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/placement/limits.h"
 #include "core/placement/placement.h"
 #include "core/placement/reconcile.h"
 
@@ -76,6 +77,8 @@ struct FormationShape {
   bool is_sysbatch = false;
   bool done = false;  // a sysbatch formation marked done (formations.done_at)
   bool rolling_out = false;  // a rollout of a new version is in progress
+  int max_running = 0;       // formations.max_running (0: unlimited)
+  bool quotas = false;       // some owner has a quota (pgfleet.owner_quotas)
 };
 struct FormationLock {
   bool exists = false;                  // the formation's row was found
@@ -88,11 +91,19 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id);
 struct PendingJob {
   placement::JobRequest request;
   std::string reason;  // jobs.error as claimed: why it waited last ("" if never said)
+  std::string owner;   // jobs.owner
 };
 // Up to `limit` placeable pending jobs of the formation, in priority order,
 // read without a lock (AssignJobs locks those it assigns).
 std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::string& formation,
                                     int limit);
+
+// A formation's jobs assigned or running (for its max_running), read under
+// its lock.
+int FormationLive(pqxx::transaction_base& tx, const std::string& formation);
+// The quotas of those of `owners` that have one, with their usage now.
+std::map<std::string, placement::OwnerQuota> OwnerQuotas(pqxx::transaction_base& tx,
+                                                         const std::vector<std::string>& owners);
 
 struct SnapshotHost {
   placement::HostView view;

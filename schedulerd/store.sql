@@ -41,8 +41,27 @@ select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_serv
        f.done_at is not null as done,
        f.replicas, f.name, coalesce(f.spread, '') as spread,
        exists (select 1 from pgfleet.rollouts r
-                where r.formation_id = f.id and r.finished_at is null) as rolling_out
+                where r.formation_id = f.id and r.finished_at is null) as rolling_out,
+       coalesce(f.max_running, 0) as max_running,
+       exists (select 1 from pgfleet.owner_quotas) as quotas
   from pgfleet.formations f where f.id = $1;
+
+-- name: schedulerd_formation_live
+-- A formation's jobs assigned or running, for its max_running: read after
+-- the formation's lock is held (this statement's snapshot sees every
+-- assignment of a pass that held it before), as assign_jobs counts them.
+select count(*)::integer as live from pgfleet.jobs j
+ where j.state in ('assigned', 'running') and j.formation = $1;
+
+-- name: schedulerd_owner_quotas
+-- The quotas of the owners of $1 and what their live jobs take now
+-- (advisory: assign_jobs counts again under the quota's row lock).
+select q.owner, coalesce(q.max_cpu, -1)::bigint as max_cpu,
+       coalesce(q.max_memory, -1)::bigint as max_memory,
+       coalesce(q.max_running, -1)::bigint as max_running, u.cpu, u.memory, u.running
+  from pgfleet.owner_quotas q
+  cross join lateral pgfleet.owner_in_use(q.owner) u
+ where q.owner = any($1::text[]);
 
 -- name: schedulerd_read_pending
 -- What placement needs, without a lock and without the spec: a full fleet
@@ -54,7 +73,7 @@ select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_serv
 select * from (
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
          j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
-         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner
     from pgfleet.jobs j
    where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'
      and j.not_before is null
@@ -62,7 +81,7 @@ select * from (
  union all
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
          j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
-         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner
     from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before <= now()
      and j.formation = $1 and j.desired_state = 'run'

@@ -119,7 +119,9 @@ language sql immutable as $$
     ('max_disk_mib', 'integer', 1, 16777216, '10240',
      'Most disk (MiB) a job may ask for, refused at insert above it.'),
     ('max_log_mib', 'integer', 2, 104857600, '2048',
-     'Most output a job may keep on its host (log_max_files x log_max_file_mb, MiB), refused at insert above it.')
+     'Most output a job may keep on its host (log_max_files x log_max_file_mb, MiB), refused at insert above it.'),
+    ('max_priority', 'integer', 50, 100, '50',
+     'Highest priority a job or formation template may ask for, refused above it (owners that are operators or admins excepted): higher priority takes capacity, and preempts, ahead of others.')
 $$;
 comment on function pgfleet.setting_rules() is
   'Every setting of pgfleet.settings: its name, kind (integer or number), allowed range, default and meaning. A written value is checked against it.';
@@ -166,7 +168,7 @@ comment on function pgfleet.setting_number(text) is
 -- The job ceilings an operator may also set per role (pgfleet.role_limits).
 create or replace function pgfleet.job_ceiling_names() returns text[]
 language sql immutable as $$
-  select array['max_disk_mib', 'max_log_mib', 'max_pids', 'max_stop_grace_seconds']
+  select array['max_disk_mib', 'max_log_mib', 'max_pids', 'max_priority', 'max_stop_grace_seconds']
 $$;
 comment on function pgfleet.job_ceiling_names() is
   'The settings that are ceilings on one job (checked at insert by pgfleet.limit_problem), which pgfleet.role_limits may set per role.';
@@ -243,6 +245,30 @@ begin
 end $$;
 comment on function pgfleet.limit_problem(text, integer, integer, integer, integer, integer) is
   'Which operator ceiling (settings max_pids, max_stop_grace_seconds, max_disk_mib, max_log_mib, or the owner''s pgfleet.role_limits) a job''s pids_max, stop_grace_seconds, disk or output caps are over, as {field, message}; null when within. Checked at insert of jobs (not of replicas, whose template was checked) and of formation templates.';
+
+-- The priority ceiling (setting max_priority, or the owner's row of
+-- pgfleet.role_limits) as {field, message}; null when within. Priorities
+-- up to the default 50, where the ceiling's range starts, never read it; nor
+-- do owners that are operators or admins, who may take any priority.
+create or replace function pgfleet.priority_problem(p_owner text, p_priority integer) returns text[]
+language plpgsql stable as $$
+declare
+  c record;
+begin
+  if p_priority is null or p_priority <= 50
+     or (exists (select 1 from pg_roles r where r.rolname = p_owner)
+         and pgfleet.has_role(p_owner, 'pgfleet_operator')) then
+    return null;
+  end if;
+  select * into c from pgfleet.ceiling_for(p_owner, 'max_priority');
+  if p_priority > c.value then
+    return array['priority', format('priority %s is above %s for role %s (%s)', p_priority, c.value,
+                                    left(p_owner, 100), c.source)];
+  end if;
+  return null;
+end $$;
+comment on function pgfleet.priority_problem(text, integer) is
+  'Whether a job or template priority is above the owner''s ceiling (setting max_priority, or its pgfleet.role_limits row), as {field, message}; null when within, at 50 or below, or for owners that are operators or admins.';
 
 -- The default TTL is defined here only (migration 0001 also wrote it into
 -- pgfleet.settings, where operators change it).

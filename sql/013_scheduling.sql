@@ -43,6 +43,18 @@ $$;
 comment on function pgfleet.ports_fit_host(text, int4range, jsonb[]) is
   'Whether the ports planned for the jobs p_jobs ([{"asked","given","privileged"}]) on host p_host with port range p_range are right (the names asked, port 0 from the range, a number as asked and, unless privileged, in the range) and free (none twice, none in pgfleet.job_ports).';
 
+-- What an owner's live jobs take now: the usage its quota
+-- (pgfleet.owner_quotas) is held to, counted from the jobs, never stored
+-- (docs/decisions/0018). Inlined where it is called.
+create or replace function pgfleet.owner_in_use(p_owner text)
+returns table (cpu bigint, memory bigint, running bigint)
+language sql stable as $$
+  select coalesce(sum(r.cpu), 0)::bigint, coalesce(sum(r.memory), 0)::bigint, count(*)::bigint
+    from pgfleet.jobs r where r.state in ('assigned', 'running') and r.owner = p_owner
+$$;
+comment on function pgfleet.owner_in_use(text) is
+  'What an owner''s assigned and running jobs take now (cpu millicores, memory MiB, how many): the usage pgfleet.owner_quotas limits.';
+
 create or replace function pgfleet.assign_jobs(p_plan jsonb)
 returns table (job_id bigint, attempt integer, host_id text, spec text, uid text)
 language plpgsql
@@ -50,7 +62,21 @@ language plpgsql
 -- Jobs by primary key only, never a scan of the table (as in report_jobs).
 set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
+declare
+  v_quota_owners text[];  -- owners of planned jobs with a quota whose row this transaction holds
 begin
+  -- Owner quotas (pgfleet.owner_quotas; none: one probe of an empty table).
+  -- The planned jobs' owners with a quota have their rows locked first, in a
+  -- statement of its own, so the next one's snapshot counts every job
+  -- another scheduler assigned them before it let go; their jobs are left out
+  -- when another transaction holds the row (planned again, never waited for).
+  if exists (select 1 from pgfleet.owner_quotas) then
+    select coalesce(array_agg(q.owner), '{}') into v_quota_owners from (
+      select q.owner from pgfleet.owner_quotas q
+       where q.owner in (select j.owner from pgfleet.jobs j
+                          where j.id in (select (e ->> 'job')::bigint from jsonb_array_elements(p_plan) e))
+       order by q.owner for update of q skip locked) q;
+  end if;
   -- A plan that gives ports locks its hosts first, in a statement of its
   -- own: the next one's snapshot is then taken with the locks held, so it
   -- sees every port committed on them (another scheduler's, which would
@@ -87,22 +113,64 @@ begin
     -- statistics from before a burst of inserts, scan every pending job once
     -- per planned job (3 s for 500).
     select j.id, p.host_id, j.cpu, j.memory, j.network, j.ports as asked, p.ports as given,
-           j.privileged, j.attempt
+           j.privileged, j.attempt, j.formation, j.owner, j.priority
       from plan p
       cross join lateral (
         select j.id, j.cpu, j.memory, j.state, j.desired_state, j.network, j.ports, j.privileged,
-               j.attempt
+               j.attempt, j.formation, j.owner, j.priority
           from pgfleet.jobs j where j.id = p.job_id offset 0) j
      where j.state = 'pending' and j.desired_state = 'run'
      for update of j skip locked
+  ), limited as (
+    -- Room left under a formation's max_running: its assigned and running
+    -- jobs counted in this statement's snapshot, taken under the formation's
+    -- lock that every scheduler's pass holds (of any version: an older one
+    -- that knows nothing of max_running still assigns through here).
+    select f.name, f.max_running - (select count(*) from pgfleet.jobs r
+                                     where r.state in ('assigned', 'running')
+                                       and r.formation = f.name)::integer as room
+      from pgfleet.formations f
+     where f.max_running is not null and f.name in (select c.formation from claimed c)
+  ), quotas as (
+    -- The quotas of the claimed jobs' owners and what their live jobs take
+    -- now; held: this transaction holds the quota's row (v_quota_owners).
+    select q.owner, q.max_cpu, q.max_memory, q.max_running, q.owner = any(v_quota_owners) as held,
+           u.cpu, u.memory, u.running
+      from pgfleet.owner_quotas q
+      cross join lateral pgfleet.owner_in_use(q.owner) u
+     where q.owner in (select c.owner from claimed c)
+  ), kept as (
+    -- The claimed jobs within those limits: per formation and per owner, in
+    -- priority order, the longest prefix that fits (a job that does not fit
+    -- keeps those behind it out too). Without limits, all of them.
+    select c.id, c.host_id, c.cpu, c.memory, c.network, c.asked, c.given, c.privileged, c.attempt
+      from claimed c
+     where not exists (select 1 from limited) and not exists (select 1 from quotas)
+    union all
+    select k.id, k.host_id, k.cpu, k.memory, k.network, k.asked, k.given, k.privileged, k.attempt
+      from (select f.*, sum(f.cpu) over o as owner_cpu, sum(f.memory) over o as owner_memory,
+                   row_number() over o as owner_running
+              from (select c.*,
+                           row_number() over (partition by c.formation
+                                              order by c.priority desc, c.id) as in_formation
+                      from claimed c
+                     where exists (select 1 from limited) or exists (select 1 from quotas)) f
+              left join limited l on l.name = f.formation
+             where l.name is null or f.in_formation <= l.room
+            window o as (partition by f.owner order by f.priority desc, f.id)) k
+      left join quotas q on q.owner = k.owner
+     where q.owner is null
+        or (q.held and (q.max_cpu is null or q.cpu + k.owner_cpu <= q.max_cpu)
+            and (q.max_memory is null or q.memory + k.owner_memory <= q.max_memory)
+            and (q.max_running is null or q.running + k.owner_running <= q.max_running))
   ), need as (
     select c.host_id, sum(c.cpu)::integer as cpu, sum(c.memory)::integer as memory,
            bool_or(c.network = 'bridge') as bridge,
            bool_and(c.asked is null and c.given is null) as portless
-      from claimed c group by c.host_id
+      from kept c group by c.host_id
   ), given_ports as (  -- the ports planned, one row each
     select c.host_id, c.id, c.attempt, g.key as name, g.value as port
-      from claimed c cross join lateral jsonb_each(c.given) g
+      from kept c cross join lateral jsonb_each(c.given) g
      where jsonb_typeof(c.given) = 'object'
   ), host_locks as (
     -- Hosts are locked in id order so concurrent schedulers never deadlock.
@@ -127,7 +195,7 @@ begin
              h.id, h.port_range,
              array(select jsonb_build_object('asked', c.asked, 'given', c.given,
                                              'privileged', c.privileged)
-                     from claimed c where c.host_id = h.id and (c.asked is not null or c.given is not null))))
+                     from kept c where c.host_id = h.id and (c.asked is not null or c.given is not null))))
     returning h.id
   ), assigned as (
     update pgfleet.jobs j
@@ -136,7 +204,7 @@ begin
            -- a new attempt's health and address are not known yet
            health = 'unknown', health_at = null, health_output = null, address = null,
            host_ports = c.given
-      from claimed c
+      from kept c
      -- By primary key only: claimed locked these rows and saw them pending, and
      -- a state condition here let the planner scan the pending index once per
      -- claimed job (quadratic: 500 claimed x 20,000 pending).
@@ -156,7 +224,7 @@ begin
   select a.id, a.attempt, a.host_id, a.spec, a.uid from assigned a;
 end $$;
 comment on function pgfleet.assign_jobs(jsonb) is
-  'Writes a placement plan [{"job":id,"host":id,"ports":{"name":port}}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host (cpu, memory, the host offers the job''s network, its ports free and as asked: pgfleet.ports_fit_host), the ports held in pgfleet.job_ports; a planned job no longer pending, or held by another transaction, is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
+  'Writes a placement plan [{"job":id,"host":id,"ports":{"name":port}}]: pending jobs become assigned (attempt + 1) and hosts'' allocations grow, all-or-nothing per host (cpu, memory, the host offers the job''s network, its ports free and as asked: pgfleet.ports_fit_host), the ports held in pgfleet.job_ports; a planned job no longer pending, or held by another transaction, or beyond its formation''s max_running or its owner''s pgfleet.owner_quotas (counted from the live jobs under the formation''s lock and the quota row''s), is left out. Returns what was assigned, with the spec hostd is sent (pgfleet.job_spec_json as text) and the job''s uid ('''' for a job from before uids).';
 
 -- Advisory, and written after the pass committed, outside the formation's
 -- lock: a job another transaction holds (another scheduler assigning it, an

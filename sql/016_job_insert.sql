@@ -176,6 +176,12 @@ begin
       return array['spec'] || v_problem;
     end if;
   end if;
+  if n.priority > 50 and not pgfleet.has_role(p_caller, 'pgfleet_scheduler') then
+    v_problem := pgfleet.priority_problem(n.owner, n.priority);
+    if v_problem is not null then
+      return array['spec'] || v_problem;
+    end if;
+  end if;
   return null;
 end $$;
 comment on function pgfleet.job_insert_refusal(pgfleet.jobs, text) is
@@ -285,6 +291,13 @@ begin
      where (j.pids_max > 1024 or j.stop_grace_seconds > 10 or j.disk > 0
             or j.log_max_files is not null or j.log_max_file_mb is not null)
        and p.problem is not null
+     limit 1;
+    if found then
+      perform pgfleet.refuse_job_insert('spec', v_bad.id, v_bad.problem[1], v_bad.problem[2]);
+    end if;
+    select j.id, p.problem into v_bad from new_jobs j
+     cross join lateral (select pgfleet.priority_problem(j.owner, j.priority) as problem) p
+     where j.priority > 50 and p.problem is not null
      limit 1;
     if found then
       perform pgfleet.refuse_job_insert('spec', v_bad.id, v_bad.problem[1], v_bad.problem[2]);

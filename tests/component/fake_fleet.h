@@ -41,6 +41,8 @@ class FakeFleet : public PassStore {
     int64_t next_id = 1000;
     std::optional<store::ActiveRollout> rollout;  // in progress
     std::vector<std::string> rollout_writes;      // "progress <state>", "finish", "fail <why>"
+    int live_before = 0;  // the formation's jobs assigned or running before the test's
+    std::map<std::string, placement::OwnerQuota> quotas;  // owner -> quota, usage
   };
 
   State s;
@@ -48,7 +50,7 @@ class FakeFleet : public PassStore {
   bool exists = true, lock_busy = false;
   std::set<int64_t> jobs_held_elsewhere;
   // What the pass did.
-  int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0;
+  int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0, limit_reads = 0;
   std::vector<std::string> system_hosts;  // what SystemHosts answers
   int version = 0;                        // the formation's: replicas are created of it
   std::vector<std::map<int64_t, std::string>> reason_writes;
@@ -176,6 +178,21 @@ class FakeFleet : public PassStore {
     for (const auto& [id, p] : s.pending) {
       if (static_cast<int>(out.size()) == limit) break;
       out.push_back(p);
+    }
+    return out;
+  }
+  int FormationLive(const std::string&) override {
+    InTx();
+    ++limit_reads;
+    return s.live_before + static_cast<int>(s.assigned.size());
+  }
+  std::map<std::string, placement::OwnerQuota> OwnerQuotas(
+      const std::vector<std::string>& owners) override {
+    InTx();
+    ++limit_reads;
+    std::map<std::string, placement::OwnerQuota> out;
+    for (const auto& o : owners) {
+      if (auto it = s.quotas.find(o); it != s.quotas.end()) out.emplace(o, it->second);
     }
     return out;
   }

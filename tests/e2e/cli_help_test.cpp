@@ -37,6 +37,7 @@ const std::vector<HelpCase>& Cases() {
       {"hosts", {"hosts", "--help"}},
       {"endpoints", {"endpoints", "--help"}},
       {"status", {"status", "--help"}},
+      {"quotas", {"quotas", "--help"}},
       {"drain", {"drain", "--help"}},
       {"host", {"host", "--help"}},
       {"formation", {"formation", "--help"}},

@@ -199,7 +199,7 @@ TEST(Settings, EveryValueIsCheckedWhenWrittenAndABadOneChangesNothing) {
            {"host_ttl_second", "10", "setting name must be one of host_loss_guard_min_hosts, "
                                      "host_loss_guard_share, host_losses_per_minute, "
                                      "host_losses_per_minute_share, host_ttl_seconds, "
-                                     "max_disk_mib, max_log_mib, max_pids, "
+                                     "max_disk_mib, max_log_mib, max_pids, max_priority, "
                                      "max_replicas, max_stop_grace_seconds "
                                      "(got \"host_ttl_second\")"},
            {"max_disk_mib", "0", "max_disk_mib must be between 1 and 16777216 (got 0)"},

@@ -133,7 +133,7 @@ TEST(Limits, ARolesOwnCeilingsStandInForTheClustersForItsJobs) {
            {"insert into pgfleet.role_limits values ('nobody_here', 'max_pids', '2048')",
             "role nobody_here does not exist"},
            {"insert into pgfleet.role_limits values ('" + a + "', 'host_ttl_seconds', '5')",
-            "name must be one of max_disk_mib, max_log_mib, max_pids, max_stop_grace_seconds"},
+            "name must be one of max_disk_mib, max_log_mib, max_pids, max_priority, max_stop_grace_seconds"},
            {"insert into pgfleet.role_limits values ('" + b + "', 'max_pids', '10')",
             "max_pids must be between 1024 and 4194304 (got 10)"},
            {"insert into pgfleet.role_limits values ('" + b + "', 'max_pids', 'lots')",
