@@ -91,7 +91,7 @@ void Prepare(pqxx::connection& conn) {
       {&kFormationsToWork, &kLockFormation, &kReadPending, &kLoadHostSnapshot, &kLockHosts,
        &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas, &kFormationHostCounts,
        &kSystemHosts, &kCreateSystemReplicas, &kSysbatchJobs, &kCreateSysbatchJobs,
-       &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
+       &kCronTick, &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
 }
@@ -120,6 +120,8 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   shape.is_system = r["is_system"].as<bool>();
   shape.is_sysbatch = r["is_sysbatch"].as<bool>();
   shape.done = r["done"].as<bool>();
+  shape.is_cron = r["is_cron"].as<bool>();
+  shape.cron_due = r["cron_due"].as<bool>();
   shape.rolling_out = r["rolling_out"].as<bool>();
   out.shape = std::move(shape);
   return out;
@@ -274,6 +276,10 @@ int CreateSysbatchJobs(pqxx::transaction_base& tx, int formation_id,
                        const std::vector<std::string>& hosts) {
   return db::Exec1(tx, kCreateSysbatchJobs, formation_id, db::ArrayParam(hosts))["created"]
       .as<int>();
+}
+
+int CronTick(pqxx::transaction_base& tx, int formation_id) {
+  return db::Exec1(tx, kCronTick, formation_id)["created"].as<int>();
 }
 
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,
