@@ -179,6 +179,21 @@ std::string Text(const json& v) {
   return v.dump();
 }
 
+// A cron formation's schedule, next and last runs (formation_status), in
+// lines; a due time skipped by its overlap rule says so.
+std::string CronRuns(const json& s) {
+  std::string out = "cron " + Text(s["cron"]) + " in " + Text(s["time_zone"]) + ", overlap " +
+                    Text(s["overlap"]) + ", catch_up " + Text(s["catch_up"]) + "\n" +
+                    "next run " + Text(s["next_due_at"]) + "\n";
+  const json& last = s.value("last_run", json());
+  if (last.is_null()) return out + "last run none yet\n";
+  out += "last run " + Text(last["due_at"]) + ": job " + Text(last["job"]) + " " +
+         Text(last["state"]) + "\n";
+  if (Text(s["last_due_at"]) != Text(last["due_at"]))
+    out += "last due " + Text(s["last_due_at"]) + ": no job (skipped, overlap skip)\n";
+  return out;
+}
+
 int Status(const std::vector<std::string>& args) {
   auto w = ParseWords("status NAME", kListing, args, 1);
   if (!w) return kExitOk;
@@ -196,6 +211,7 @@ int Status(const std::vector<std::string>& args) {
             << "desired " << Text(s["desired"]) << ", pending " << Text(s["pending"])
             << ", running " << Text(s["running"]) << ", succeeded " << Text(s["succeeded"])
             << ", failed " << Text(s["failed"]) << "\n";
+  if (Text(s["kind"]) == "cron") std::cout << CronRuns(s);
   if (rollouts.empty()) {
     std::cout << "no rollouts\n";
     return kExitOk;

@@ -1,7 +1,8 @@
 // pgfleet formation create | scale | done | delete | list: managing
 // formations (a service keeps N replicas running; a system formation one on
 // every eligible host; a sysbatch formation runs once on every eligible host
-// until it is done; a batch formation groups jobs).
+// until it is done; a cron formation runs once per due time of its schedule;
+// a batch formation groups jobs).
 
 #include <cctype>
 #include <iostream>
@@ -28,9 +29,11 @@ const char* kFormationUsage =
     "usage: pgfleet formation SUBCOMMAND\n"
     "  create NAME [--kind K] [--replicas N] [--spread KEY] [job options] -- CMD ARG...\n"
     "                 a service keeps N replicas of CMD running; a batch formation groups jobs\n"
+    "  create NAME --kind cron --cron EXPR --time-zone ZONE [options] -- CMD ARG...\n"
+    "                 run CMD once per due time of EXPR, e.g. '0 3 * * *' (docs/cron.md)\n"
     "  update NAME [options] [-- CMD ARG...]\n"
     "                 change its template (a new version, rolled out) or settings\n"
-    "  status NAME    its jobs, version and rollouts\n"
+    "  status NAME    its jobs, version and rollouts; a cron formation's next and last runs\n"
     "  history NAME   its versions\n"
     "  revert NAME VERSION\n"
     "                 roll back to an earlier version\n"
@@ -46,14 +49,24 @@ void AddFormationOptions(Command& cmd, const std::string& sub, FormationFlags* f
   if (sub == "create") {
     cmd.Options()("kind", po::value(&flags->f.kind),
                   "service, system (one replica on every eligible host), sysbatch (run once on "
-                  "every eligible host, and on each that joins until `formation done`) or batch "
-                  "(default batch)");
+                  "every eligible host, and on each that joins until `formation done`), cron (run "
+                  "once per due time of --cron) or batch (default batch)");
     cmd.Options()("replicas", po::value(&flags->f.replicas), "service: copies to keep running")(
         "max-attempts", po::value(&flags->f.job.max_attempts),
-        "sysbatch: runs of each host's job before it stays failed (default 1)")(
+        "sysbatch and cron: runs of each job before it stays failed (default 1)")(
         "spread", po::value(&flags->f.spread),
         "spread its jobs: host (one per host first) or a host label key, e.g. zone "
         "(evenly over its values); default: packed onto the fewest hosts");
+    cmd.Options()("cron", po::value(&flags->f.cron),
+                  "cron: when to run, 5 fields minute hour day-of-month month day-of-week, "
+                  "e.g. '0 3 * * *', or @hourly, @daily, @weekly, @monthly, @yearly")(
+        "time-zone", po::value(&flags->f.time_zone),
+        "cron: the IANA time zone --cron is read in, e.g. Europe/Paris or UTC (required)")(
+        "overlap", po::value(&flags->f.overlap),
+        "cron: while an earlier run is live, skip the new one, allow both, or cancel_previous "
+        "(default skip)")("catch-up", po::value(&flags->f.catch_up),
+                          "cron: after schedulers were down, run at most this many of the latest "
+                          "missed due times, 1-100 (default 1)");
     AddRolloutOptions(cmd, &flags->rollout);
     AddLimitOptions(cmd, &flags->limits);
     // A formation's template is a whole job: every flag of `run` that says how
@@ -110,15 +123,39 @@ int ParseReplicas(const std::vector<std::string>& pos) {
   return n;
 }
 
+// A cron formation's flags (the expression's rules are the database's:
+// pgfleet.cron_problem names the field); throws UsageError.
+void CheckCron(const Command& cmd, const NewFormation& f) {
+  if (f.kind != "cron") {
+    for (const char* flag : {"cron", "time-zone", "overlap", "catch-up"}) {
+      if (cmd.Given(flag))
+        throw UsageError(std::string("--") + flag + " is for --kind cron only (got --kind " +
+                         f.kind + ")");
+    }
+    return;
+  }
+  if (f.cron.empty()) throw UsageError("a cron formation needs --cron, e.g. --cron '0 3 * * *'");
+  if (f.time_zone.empty())
+    throw UsageError("a cron formation needs --time-zone, an IANA name such as Europe/Paris or UTC");
+  if (f.overlap != "skip" && f.overlap != "allow" && f.overlap != "cancel_previous")
+    throw UsageError("--overlap must be skip, allow or cancel_previous (got \"" + f.overlap + "\")");
+  if (f.catch_up < 1 || f.catch_up > 100)
+    throw UsageError("--catch-up must be between 1 and 100 (got " + std::to_string(f.catch_up) +
+                     ")");
+}
+
 // Checks `formation create`'s words and completes flags->f; throws UsageError.
-void CheckCreate(FormationFlags* flags, const std::vector<std::string>& command) {
+void CheckCreate(const Command& cmd, FormationFlags* flags, const std::vector<std::string>& command) {
   NewFormation& f = flags->f;
   if (flags->pos.size() != 1) {
     throw UsageError("expected: formation create NAME [options] -- CMD ARG...");
   }
   f.name = flags->pos[0];
-  if (f.kind != "service" && f.kind != "batch" && f.kind != "system" && f.kind != "sysbatch")
-    throw UsageError("--kind must be service, batch, system or sysbatch (got \"" + f.kind + "\")");
+  if (f.kind != "service" && f.kind != "batch" && f.kind != "system" && f.kind != "sysbatch" &&
+      f.kind != "cron")
+    throw UsageError("--kind must be service, batch, system, sysbatch or cron (got \"" + f.kind +
+                     "\")");
+  CheckCron(cmd, f);
   if (f.replicas < 0)
     throw UsageError("--replicas must be >= 0 (got " + std::to_string(f.replicas) + ")");
   if (f.kind != "batch" && command.empty())
@@ -177,7 +214,7 @@ int CmdFormation(const std::vector<std::string>& all_args) {
     std::cout << flags.pos[0] << " " << said << "\n";
     return kExitOk;
   }
-  CheckCreate(&flags, command);
+  CheckCreate(cmd, &flags, command);
   auto rollout = RolloutChanges(cmd, flags.rollout);
   if (flags.limits.max_running == "none") {
     throw UsageError(

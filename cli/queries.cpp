@@ -251,7 +251,8 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
                json(s.env).dump(), s.cpu, s.memory, json(s.constraints).dump(), s.priority,
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
                s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-               db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s), PortsParam(s));
+               db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s), PortsParam(s),
+               db::NullIfEmpty(f.cron), db::NullIfEmpty(f.time_zone), f.overlap, f.catch_up);
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

@@ -201,12 +201,16 @@ void ScaleFormation(pqxx::transaction_base& tx, const std::string& name, int rep
 
 struct NewFormation {
   std::string name;
-  std::string kind = "batch";  // or "service", "system", "sysbatch"
+  std::string kind = "batch";  // or "service", "system", "sysbatch", "cron"
   int replicas = 0;
   std::string spread;  // formations.spread: "" packs; "host" or a host label key
   // The replicas' template: every field of a job that says how it runs
   // (pgfleet.template_columns()); command empty = none, stored as null.
   model::JobSpec job;
+  // A cron formation's schedule (formations.cron, time_zone, overlap,
+  // catch_up; docs/cron.md); cron and time_zone "" for other kinds.
+  std::string cron, time_zone, overlap = "skip";
+  int catch_up = 1;
 };
 // Inserts into pgfleet.formations; returns the new formation's id.
 int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f);

@@ -123,10 +123,11 @@ select pgfleet.scale($1, $2);
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
                                 cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
-                                max_attempts, health_check, ports)
+                                max_attempts, health_check, ports,
+                                cron, time_zone, overlap, catch_up)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
          coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb,
-         $21::jsonb)
+         $21::jsonb, $22, $23, $24, $25)
  -- A deleted formation of that name (kept for its jobs' history) comes back,
  -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
@@ -138,6 +139,8 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
    seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
    health_check = excluded.health_check, ports = excluded.ports,
+   cron = excluded.cron, time_zone = excluded.time_zone, overlap = excluded.overlap,
+   catch_up = excluded.catch_up, last_due_at = null, next_due_at = null,
    deleted_at = null, done_at = null, created_at = now(), updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;

@@ -234,6 +234,11 @@ FormationPassResult FormationPass::Work(
     ReconcileSystemReplicas(store, formation, metrics_);
   }
   if (shape->is_sysbatch) ReconcileSysbatchJobs(store, formation, shape->done, metrics_);
+  if (shape->cron_due) {
+    int created = store.CronTick(formation.id);
+    metrics_.Add("pgfleet_scheduler_cron_jobs_created_total", created);
+    spdlog::info("formation={} id={} cron tick created={}", formation.name, formation.id, created);
+  }
   auto claimed = store.ReadPending(formation.name, batch_size_);
   if (claimed.empty()) {
     store.Commit();

@@ -64,6 +64,8 @@ int PgPassStore::CreateSysbatchJobs(int formation_id, const std::vector<std::str
   return store::CreateSysbatchJobs(Tx(), formation_id, hosts);
 }
 
+int PgPassStore::CronTick(int formation_id) { return store::CronTick(Tx(), formation_id); }
+
 void PgPassStore::StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) {
   store::StopJobs(Tx(), job_ids, reason);
 }

@@ -45,6 +45,8 @@ class PassStore {
   virtual std::vector<placement::SysbatchJobView> SysbatchJobs(int formation_id) = 0;
   virtual int CreateSysbatchJobs(int formation_id, const std::vector<std::string>& hosts) = 0;
   virtual void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) = 0;
+  // A cron formation whose due time has come: store::CronTick.
+  virtual int CronTick(int formation_id) = 0;
   // store::FormationHostCounts: where a spread formation's jobs are.
   virtual placement::HostCounts FormationHostCounts(const std::string& formation) = 0;
   // A formation's rollout in progress: store::ReadActiveRollout,
@@ -90,6 +92,7 @@ class PgPassStore : public PassStore {
   std::vector<placement::SysbatchJobView> SysbatchJobs(int formation_id) override;
   int CreateSysbatchJobs(int formation_id, const std::vector<std::string>& hosts) override;
   void StopJobs(const std::vector<int64_t>& job_ids, const std::string& reason) override;
+  int CronTick(int formation_id) override;
   placement::HostCounts FormationHostCounts(const std::string& formation) override;
   std::optional<store::ActiveRollout> ActiveRollout(int formation_id) override;
   void RecordRolloutProgress(int64_t rollout, const std::string& state, int updated, int healthy,

@@ -92,7 +92,7 @@ void Prepare(pqxx::connection& conn) {
        &kLoadHostConfigs, &kAssignJobs, &kSetPendingReasons, &kLiveReplicas, &kFormationHostCounts,
        &kSystemHosts, &kCreateSystemReplicas, &kSysbatchJobs, &kCreateSysbatchJobs,
        &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError,
-       &kFormationLive, &kOwnerQuotas});
+       &kFormationLive, &kOwnerQuotas, &kCronTick});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
 }
@@ -121,6 +121,8 @@ FormationLock LockFormation(pqxx::transaction_base& tx, int formation_id) {
   shape.is_system = r["is_system"].as<bool>();
   shape.is_sysbatch = r["is_sysbatch"].as<bool>();
   shape.done = r["done"].as<bool>();
+  shape.is_cron = r["is_cron"].as<bool>();
+  shape.cron_due = r["cron_due"].as<bool>();
   shape.rolling_out = r["rolling_out"].as<bool>();
   shape.max_running = r["max_running"].as<int>();
   shape.quotas = r["quotas"].as<bool>();
@@ -303,6 +305,10 @@ int CreateSysbatchJobs(pqxx::transaction_base& tx, int formation_id,
                        const std::vector<std::string>& hosts) {
   return db::Exec1(tx, kCreateSysbatchJobs, formation_id, db::ArrayParam(hosts))["created"]
       .as<int>();
+}
+
+int CronTick(pqxx::transaction_base& tx, int formation_id) {
+  return db::Exec1(tx, kCronTick, formation_id)["created"].as<int>();
 }
 
 std::vector<placement::ReplicaView> LiveReplicas(pqxx::transaction_base& tx,

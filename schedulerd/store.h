@@ -64,7 +64,8 @@ struct Formation {
 // Formations with placeable pending jobs, highest waiting priority first, then
 // service formations whose replicas differ from what is wanted (count, or
 // replicas on draining/offline hosts to move), system formations and
-// sysbatch formations not marked done. With all == false only the
+// sysbatch formations not marked done, cron formations whose next due time
+// has come. With all == false only the
 // formations in `ids` are considered. Their ids.
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids);
 
@@ -79,6 +80,8 @@ struct FormationShape {
   bool rolling_out = false;  // a rollout of a new version is in progress
   int max_running = 0;       // formations.max_running (0: unlimited)
   bool quotas = false;       // some owner has a quota (pgfleet.owner_quotas)
+  bool is_cron = false;
+  bool cron_due = false;  // a cron formation whose next_due_at has come
 };
 struct FormationLock {
   bool exists = false;                  // the formation's row was found
@@ -177,6 +180,10 @@ std::vector<placement::SysbatchJobView> SysbatchJobs(pqxx::transaction_base& tx,
 // `hosts` (none once the formation is done).
 int CreateSysbatchJobs(pqxx::transaction_base& tx, int formation_id,
                        const std::vector<std::string>& hosts);
+// pgfleet.cron_tick: a cron formation's jobs for the due times that have
+// come (its overlap and catch_up rules), then its next due time. How many
+// jobs it made.
+int CronTick(pqxx::transaction_base& tx, int formation_id);
 // Inserts `count` new replicas from the formation's whole job template
 // (pgfleet.create_replicas); returns how many were made.
 int CreateReplicas(pqxx::transaction_base& tx, int formation_id, int count);

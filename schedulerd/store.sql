@@ -17,6 +17,7 @@ select f.id from pgfleet.formations f
    and (m.p is not null
     or f.kind = 'system'
     or (f.kind = 'sysbatch' and f.done_at is null)
+    or (f.kind = 'cron' and f.deleted_at is null and f.next_due_at <= now())
     or (f.kind = 'service'
         and (f.replicas <> (select count(*) from pgfleet.jobs j where j.formation = f.name
                               and j.state in ('pending', 'assigned', 'running')
@@ -39,6 +40,7 @@ select f.id from pgfleet.formations f
 select pgfleet.try_lock_formation(f.id) as locked, f.kind = 'service' as is_service,
        f.kind = 'system' as is_system, f.kind = 'sysbatch' as is_sysbatch,
        f.done_at is not null as done,
+       f.kind = 'cron' as is_cron, coalesce(f.next_due_at <= now(), false) as cron_due,
        f.replicas, f.name, coalesce(f.spread, '') as spread,
        exists (select 1 from pgfleet.rollouts r
                 where r.formation_id = f.id and r.finished_at is null) as rolling_out,
@@ -175,6 +177,10 @@ select j.id, j.pinned_host::text as host_id, j.state = 'pending' and j.desired_s
 -- One job pinned to each host of $2 (placement::ReconcileSysbatch checked
 -- that none of them had one); none once the formation is done.
 select pgfleet.insert_replicas($1, 'sysbatch', $2::text[]) as created;
+
+-- name: schedulerd_cron_tick
+-- A cron formation whose next due time has come: its jobs (pgfleet.cron_tick).
+select pgfleet.cron_tick($1) as created;
 
 -- name: schedulerd_create_replicas
 select pgfleet.create_replicas($1, $2) as created;

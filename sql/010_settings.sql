@@ -121,7 +121,9 @@ language sql immutable as $$
     ('max_log_mib', 'integer', 2, 104857600, '2048',
      'Most output a job may keep on its host (log_max_files x log_max_file_mb, MiB), refused at insert above it.'),
     ('max_priority', 'integer', 50, 100, '50',
-     'Highest priority a job or formation template may ask for, refused above it (owners that are operators or admins excepted): higher priority takes capacity, and preempts, ahead of others.')
+     'Highest priority a job or formation template may ask for, refused above it (owners that are operators or admins excepted): higher priority takes capacity, and preempts, ahead of others.'),
+    ('cron_seconds_field', 'integer', 0, 1, '0',
+     'For tests: 1 lets a cron formation''s expression lead with a 6th field of seconds (docs/cron.md); 0 refuses it, so no formation runs more than once a minute.')
 $$;
 comment on function pgfleet.setting_rules() is
   'Every setting of pgfleet.settings: its name, kind (integer or number), allowed range, default and meaning. A written value is checked against it.';

@@ -340,6 +340,7 @@ language plpgsql stable set enable_sort = off as $$
 declare
   v_retry timestamptz;
   v_healthy timestamptz;
+  v_cron timestamptz;
 begin
   select j.not_before into v_retry from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before > now()
@@ -354,10 +355,13 @@ begin
      where r.finished_at is null and j.state = 'running'
        and pgfleet.replica_healthy_since(j) + f.min_healthy_time > now();
   end if;
-  return extract(epoch from least(v_retry, v_healthy) - now())::double precision;
+  -- A cron formation's next due time (sql/024_cron.sql; formations_cron_due_idx).
+  select min(f.next_due_at) into v_cron from pgfleet.formations f
+   where f.kind = 'cron' and f.deleted_at is null and f.next_due_at > now();
+  return extract(epoch from least(v_retry, v_healthy, v_cron) - now())::double precision;
 end $$;
 comment on function pgfleet.next_retry_in() is
-  'Seconds until the earliest pending job''s retry backoff ends, or a rolling update''s new replica has been healthy for its min_healthy_time (null if neither waits): when a sleeping scheduler must wake by itself, since nothing notifies it then.';
+  'Seconds until the earliest pending job''s retry backoff ends, a rolling update''s new replica has been healthy for its min_healthy_time, or a cron formation is next due (null if none waits): when a sleeping scheduler must wake by itself, since nothing notifies it then.';
 
 -- Who holds a formation's scheduling lock (pgfleet.lock_class(), formation
 -- id): schedulers hold it for a pass, in a transaction; anything else that

@@ -153,10 +153,11 @@ begin
     return array['owned', v_rule];
   end if;
   -- A replica's formation version is the schedulers' to write (a row that
-  -- claimed the current version would count as an updated replica).
-  if n.version is not null and not (pgfleet.is_admin(p_caller)
-                                    or pg_has_role(p_caller, 'pgfleet_scheduler', 'member')) then
-    return array['owned', 'version'];
+  -- claimed the current version would count as an updated replica), and so
+  -- is a cron job's due time (a row that claimed one would take its run).
+  if (n.version is not null or n.due_at is not null)
+     and not (pgfleet.is_admin(p_caller) or pg_has_role(p_caller, 'pgfleet_scheduler', 'member')) then
+    return array['owned', case when n.version is not null then 'version' else 'due_at' end];
   end if;
   -- What hostd would refuse (env names, sizes) is refused here, so one job
   -- can never make a host's dispatch batch fail.
@@ -271,9 +272,10 @@ begin
     perform pgfleet.refuse_job_insert('owned', v_bad.id, v_bad.col);
   end if;
   if not (pgfleet.is_admin(v_caller) or pg_has_role(v_caller, 'pgfleet_scheduler', 'member')) then
-    select j.id into v_bad from new_jobs j where j.version is not null limit 1;
+    select j.id, case when j.version is not null then 'version' else 'due_at' end as col
+      into v_bad from new_jobs j where j.version is not null or j.due_at is not null limit 1;
     if found then
-      perform pgfleet.refuse_job_insert('owned', v_bad.id, 'version');
+      perform pgfleet.refuse_job_insert('owned', v_bad.id, v_bad.col);
     end if;
   end if;
   select j.id, p.problem into v_bad from new_jobs j

@@ -55,10 +55,10 @@ create trigger jobs_after_truncate
 create or replace function pgfleet.formations_notify() returns trigger
 language plpgsql as $$
 begin
-  perform pg_notify(pgfleet.work_channel(), n.id::text) from new_formations n where n.kind in ('service', 'system', 'sysbatch');
+  perform pg_notify(pgfleet.work_channel(), n.id::text) from new_formations n where n.kind in ('service', 'system', 'sysbatch', 'cron');
   return null;
 end $$;
-comment on function pgfleet.formations_notify() is 'Notifies pgfleet_work when a service, system or sysbatch formation is created or changed.';
+comment on function pgfleet.formations_notify() is 'Notifies pgfleet_work when a service, system, sysbatch or cron formation is created or changed.';
 
 drop trigger if exists formations_notify_insert on pgfleet.formations;
 create trigger formations_notify_insert

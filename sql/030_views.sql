@@ -105,13 +105,19 @@ select f.id,
        f.done_at,
        f.version,
        (select r.state from pgfleet.rollouts r where r.formation_id = f.id
-         order by r.id desc limit 1) as rollout
+         order by r.id desc limit 1) as rollout,
+       -- a cron formation's schedule, and its latest run (jobs_formation_due_at_key)
+       f.cron, f.time_zone, f.overlap, f.catch_up, f.next_due_at, f.last_due_at,
+       (select jsonb_build_object('job', c.id, 'due_at', c.due_at, 'state', c.state)
+          from pgfleet.jobs c where f.kind = 'cron' and c.formation = f.name and c.due_at is not null
+         order by c.due_at desc limit 1) as last_run
   from pgfleet.formations f
   left join pgfleet.jobs j on j.formation = f.name
  where f.deleted_at is null
- group by f.id, f.name, f.kind, f.replicas, f.spread, f.health_check, f.done_at, f.created_at, f.version;
+ group by f.id, f.name, f.kind, f.replicas, f.spread, f.health_check, f.done_at, f.created_at, f.version,
+          f.cron, f.time_zone, f.overlap, f.catch_up, f.next_due_at, f.last_due_at;
 comment on view pgfleet.formation_status is
-  'Per formation in use (not deleted): desired (a service''s replicas; a system formation''s eligible hosts; a sysbatch formation''s runs: the hosts it has run on, and while not done every eligible host; null for batch), its spread (null: packed), jobs by state, of its live (assigned or running) replicas how many are healthy and unhealthy (jobs.health), health_checked (whether its template has a health check), done_at (a sysbatch formation marked done: pgfleet.formation_done), its version and the state of its latest rollout (pgfleet.rollout_status; null: none).';
+  'Per formation in use (not deleted): desired (a service''s replicas; a system formation''s eligible hosts; a sysbatch formation''s runs: the hosts it has run on, and while not done every eligible host; null for batch), its spread (null: packed), jobs by state, of its live (assigned or running) replicas how many are healthy and unhealthy (jobs.health), health_checked (whether its template has a health check), done_at (a sysbatch formation marked done: pgfleet.formation_done), its version and the state of its latest rollout (pgfleet.rollout_status; null: none); a cron formation''s cron, time_zone, overlap, catch_up, next_due_at (its next run), last_due_at (the latest due time handled, run or skipped) and last_run (its latest job: id, due_at, state).';
 
 drop view if exists pgfleet.cluster_summary;
 create view pgfleet.cluster_summary as

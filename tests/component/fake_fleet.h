@@ -51,6 +51,7 @@ class FakeFleet : public PassStore {
   std::set<int64_t> jobs_held_elsewhere;
   // What the pass did.
   int snapshots = 0, host_locks = 0, commits = 0, host_count_reads = 0, limit_reads = 0;
+  int cron_ticks = 0, cron_jobs_per_tick = 1;
   std::vector<std::string> system_hosts;  // what SystemHosts answers
   int version = 0;                        // the formation's: replicas are created of it
   std::vector<std::map<int64_t, std::string>> reason_writes;
@@ -130,6 +131,14 @@ class FakeFleet : public PassStore {
       s.sysbatch_jobs.push_back({id, h, true, s.hosts.count(h) > 0});
     }
     return static_cast<int>(hosts.size());
+  }
+  // As schedulerd_cron_tick: cron_jobs_per_tick new pending jobs (which
+  // due times, overlap and catch_up are pgfleet.cron_tick's, tested in SQL).
+  int CronTick(int) override {
+    InTx();
+    ++cron_ticks;
+    for (int i = 0; i < cron_jobs_per_tick; ++i) AddJob(s.next_id++, 100, 64);
+    return cron_jobs_per_tick;
   }
   placement::HostCounts FormationHostCounts(const std::string&) override {
     InTx();

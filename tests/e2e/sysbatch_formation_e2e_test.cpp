@@ -115,7 +115,7 @@ TEST(SysbatchFormationTest, TheCliRefusesASysbatchWithoutACommandAndDoneOnAnothe
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"formation", "create", "x", "--kind", "sysbatch"}, "a sysbatch formation needs a command"},
       {{"formation", "create", "x", "--kind", "once", "--", "true"},
-       "--kind must be service, batch, system or sysbatch"},
+       "--kind must be service, batch, system, sysbatch or cron"},
       {{"formation", "done", "default"}, "only a sysbatch formation can be marked done"},
       {{"formation", "done", "nope"}, "no formation named nope"},
   };

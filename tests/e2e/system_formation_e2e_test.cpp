@@ -58,14 +58,14 @@ TEST(SystemFormationTest, ASystemFormationNeedsACommandAndAKnownKindIsNamed) {
   EXPECT_NE(std::string::npos, r.err.find("a system formation needs a command")) << r.err;
   r = cluster.Cli({"formation", "create", "x", "--kind", "daemonset", "--", "true"});
   EXPECT_NE(0, r.exit_code);
-  EXPECT_NE(std::string::npos, r.err.find("--kind must be service, batch, system or sysbatch"))
+  EXPECT_NE(std::string::npos, r.err.find("--kind must be service, batch, system, sysbatch or cron"))
       << r.err;
   try {
     db.Scalar("insert into pgfleet.formations (name, kind) values ('y', 'system')");
     ADD_FAILURE() << "a system formation without a command was accepted";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string::npos,
-              std::string(e.what()).find("a service, system or sysbatch formation needs a command"))
+              std::string(e.what()).find("a service, system, sysbatch or cron formation needs a command"))
         << e.what();
   }
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.formations where name in ('x', 'y')"));

@@ -196,7 +196,7 @@ TEST(Settings, EveryValueIsCheckedWhenWrittenAndABadOneChangesNothing) {
            {"host_loss_guard_min_hosts", "0", "host_loss_guard_min_hosts must be between 1"},
            {"host_losses_per_minute", "-1", "host_losses_per_minute must be between 1"},
            {"host_losses_per_minute_share", "1.5", "host_losses_per_minute_share must be between 0 and 1"},
-           {"host_ttl_second", "10", "setting name must be one of host_loss_guard_min_hosts, "
+           {"host_ttl_second", "10", "setting name must be one of cron_seconds_field, host_loss_guard_min_hosts, "
                                      "host_loss_guard_share, host_losses_per_minute, "
                                      "host_losses_per_minute_share, host_ttl_seconds, "
                                      "max_disk_mib, max_log_mib, max_pids, max_priority, "

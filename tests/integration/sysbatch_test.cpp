@@ -39,9 +39,9 @@ class SysbatchTest : public ::testing::Test {
 TEST_F(SysbatchTest, AnUnknownKindOrASysbatchWithoutACommandIsRefusedNamingTheRule) {
   std::string err = olga_->ErrorOf(
       "insert into pgfleet.formations (name, kind, command) values ('x', 'sysbatchx', '{true}')");
-  EXPECT_NE(std::string::npos, err.find("kind must be service, batch, system or sysbatch")) << err;
+  EXPECT_NE(std::string::npos, err.find("kind must be service, batch, system, sysbatch or cron")) << err;
   err = olga_->ErrorOf("insert into pgfleet.formations (name, kind) values ('x', 'sysbatch')");
-  EXPECT_NE(std::string::npos, err.find("a service, system or sysbatch formation needs a command"))
+  EXPECT_NE(std::string::npos, err.find("a service, system, sysbatch or cron formation needs a command"))
       << err;
   err = olga_->ErrorOf(
       "insert into pgfleet.formations (name, kind, command, max_attempts) "
