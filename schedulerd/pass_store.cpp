@@ -96,4 +96,17 @@ void PgPassStore::SetPendingReasons(const std::map<int64_t, std::string>& reason
   store::SetPendingReasons(tx, reasons);
 }
 
+store::PreemptionInputs PgPassStore::ReadPreemptionInputs(int priority) {
+  return store::ReadPreemptionInputs(Tx(), priority);
+}
+
+std::set<int64_t> PgPassStore::WaitingForVictims(const std::vector<int64_t>& jobs) {
+  return store::WaitingForVictims(Tx(), jobs);
+}
+
+int PgPassStore::Preempt(int64_t job, const std::string& host,
+                         const std::vector<int64_t>& victims) {
+  return store::Preempt(Tx(), job, host, victims);
+}
+
 }  // namespace pgfleet::schedulerd

@@ -8,6 +8,7 @@
 #include "core/model/states.h"
 #include "core/util/text.h"
 #include "schedulerd/store.sql.h"
+#include "schedulerd/store_preemption.h"
 
 namespace pgfleet::schedulerd::store {
 namespace {
@@ -94,6 +95,7 @@ void Prepare(pqxx::connection& conn) {
        &kCreateReplicas, &kStopJobs, &kStopsToForward, &kRecordPassError, &kClearPassError});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
+  PreparePreemption(conn);
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {
