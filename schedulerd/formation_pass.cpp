@@ -93,9 +93,9 @@ FormationPass::Placed FormationPass::Place(
   for (const auto& p : claimed) requests[p.request.id] = &p.request;
   // What this pass assigned to each host, charged to the pass's snapshot at
   // the end (the next formation's first round plans against it).
-  std::map<std::string, std::pair<int, int>> charged;  // host -> cpu, memory
+  std::map<std::string, std::pair<int, int>> charged;     // host -> cpu, memory
   std::map<std::string, std::vector<int>> charged_ports;  // host -> ports given
-  std::set<std::string> held;                          // hosts this transaction holds
+  std::set<std::string> held;                             // hosts this transaction holds
   for (int round = 0; round < model::kReplanRounds && !todo.empty(); ++round) {
     // The first round plans against the pass's snapshot; a replan (a host
     // filled up meanwhile) against fresh state.
@@ -186,6 +186,24 @@ void FormationPass::HoldBack(PassStore& store, const store::FormationShape& shap
   for (auto& [id, why] : split.waiting) (*held_back)[id] = {std::move(why), false};
 }
 
+void FormationPass::Preempt(PassStore& store, int formation_id,
+                            const std::vector<store::PendingJob>& claimed,
+                            const std::optional<std::vector<store::SnapshotHost>>& pass_hosts,
+                            std::map<int64_t, Waiting>* reasons) {
+  std::vector<std::pair<placement::JobRequest, std::string>> waiting;  // priority order
+  for (const auto& p : claimed) {
+    auto it = reasons->find(p.request.id);
+    if (it != reasons->end() && !it->second.never_fits) waiting.emplace_back(p.request, p.reason);
+  }
+  if (waiting.empty() || !pass_hosts) return;
+  std::vector<placement::HostView> hosts;
+  for (const auto& h : *pass_hosts) hosts.push_back(h.view);
+  for (auto& [id, reason] :
+       preemptor_.Run(store, formation_id, waiting, std::move(hosts), Preemptor::Clock::now())) {
+    (*reasons)[id] = {std::move(reason), false};
+  }
+}
+
 void FormationPass::WriteReasons(PassStore& store, const std::vector<store::PendingJob>& claimed,
                                  const std::map<int64_t, Waiting>& reasons) {
   std::map<int64_t, std::string> changed;
@@ -259,6 +277,7 @@ FormationPassResult FormationPass::Work(
   Placed placed;
   if (!placeable.empty()) placed = Place(store, placeable, pass_hosts, std::move(spread));
   for (auto& [id, why] : held_back) placed.reasons.emplace(id, std::move(why));
+  Preempt(store, formation_id, placeable, *pass_hosts, &placed.reasons);
   store.Commit();
   // Only committed assignments are ever dispatched.
   for (auto& [host, target] : placed.planned) {

@@ -7,6 +7,7 @@
 //     -> [max_running, owner quotas: HoldBack]
 //     -> rounds of { LoadHostSnapshot -> rounds of { PlanPlacements -> LockHosts }
 //                    -> AssignJobs }  (a first plan of a few jobs: no LockHosts)
+//     -> [jobs left waiting that some host could run: Preemptor::Run]
 //     -> commit -> assignments handed to the dispatcher
 //     -> SetPendingReasons (those that changed, in a statement of its own)
 //
@@ -28,6 +29,7 @@
 #include "core/metrics/metrics.h"
 #include "schedulerd/dispatch.h"
 #include "schedulerd/pass_store.h"
+#include "schedulerd/preemption.h"
 
 namespace pgfleet::schedulerd {
 
@@ -41,7 +43,7 @@ class FormationPass {
  public:
   // batch_size: pending jobs claimed per transaction. metrics must outlive this.
   FormationPass(int batch_size, metrics::Registry& metrics)
-      : batch_size_(batch_size), metrics_(metrics) {}
+      : batch_size_(batch_size), metrics_(metrics), preemptor_(metrics) {}
 
   // Runs the pass of formation `formation_id` in its own transaction of
   // `store` (nothing when the formation is gone); adds what committed to *out.
@@ -73,12 +75,10 @@ class FormationPass {
   // snapshot then place on different hosts (docs/decisions/0013).
   // requests: every job of todo by id.
   // spread: where the formation's jobs are, for a spread formation.
-  placement::Plan PlanOnHeldHosts(PassStore& store,
-                                  const std::vector<placement::JobRequest>& todo,
+  placement::Plan PlanOnHeldHosts(PassStore& store, const std::vector<placement::JobRequest>& todo,
                                   const std::map<int64_t, const placement::JobRequest*>& requests,
                                   std::vector<placement::HostView> hosts,
-                                  const placement::HostCounts& spread,
-                                  std::set<std::string>* held);
+                                  const placement::HostCounts& spread, std::set<std::string>* held);
   // Rounds of: plan on held hosts (PlanOnHeldHosts), assign (which can still
   // leave out a job another transaction holds or cancelled); jobs left out
   // are planned again against fresh state.
@@ -105,10 +105,17 @@ class FormationPass {
   // A failure is logged, not thrown (but a broken connection is).
   void WriteReasons(PassStore& store, const std::vector<store::PendingJob>& claimed,
                     const std::map<int64_t, Waiting>& reasons);
+  // Jobs of `claimed` left waiting (in *reasons) that some host could run:
+  // Preemptor::Run on the pass's view of the hosts; *reasons takes the
+  // reasons of those that preempted or wait for their victims.
+  void Preempt(PassStore& store, int formation_id, const std::vector<store::PendingJob>& claimed,
+               const std::optional<std::vector<store::SnapshotHost>>& pass_hosts,
+               std::map<int64_t, Waiting>* reasons);
 
   int batch_size_;
   metrics::Registry& metrics_;
   store::HostConfigs host_configs_;  // kept across passes (PassStore::LoadHostSnapshot)
+  Preemptor preemptor_;              // for jobs that fit nowhere (preemption.h)
 };
 
 }  // namespace pgfleet::schedulerd

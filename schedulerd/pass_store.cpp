@@ -107,4 +107,17 @@ std::map<std::string, placement::OwnerQuota> PgPassStore::OwnerQuotas(
   return store::OwnerQuotas(Tx(), owners);
 }
 
+store::PreemptionInputs PgPassStore::ReadPreemptionInputs(int priority) {
+  return store::ReadPreemptionInputs(Tx(), priority);
+}
+
+std::set<int64_t> PgPassStore::WaitingForVictims(const std::vector<int64_t>& jobs) {
+  return store::WaitingForVictims(Tx(), jobs);
+}
+
+int PgPassStore::Preempt(int64_t job, const std::string& host,
+                         const std::vector<int64_t>& victims) {
+  return store::Preempt(Tx(), job, host, victims);
+}
+
 }  // namespace pgfleet::schedulerd

@@ -18,10 +18,12 @@
 #include <memory>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "schedulerd/store.h"
+#include "schedulerd/store_preemption.h"
 
 namespace pgfleet::schedulerd {
 
@@ -73,6 +75,15 @@ class PassStore {
 
   // After Commit: store::SetPendingReasons in a statement of its own.
   virtual void SetPendingReasons(const std::map<int64_t, std::string>& reasons) = 0;
+
+  // Preemption (store_preemption.h): ReadPreemptionInputs, WaitingForVictims,
+  // Preempt. A store without them preempts nothing.
+  virtual store::PreemptionInputs ReadPreemptionInputs(int /*priority*/) { return {}; }
+  virtual std::set<int64_t> WaitingForVictims(const std::vector<int64_t>& /*jobs*/) { return {}; }
+  virtual int Preempt(int64_t /*job*/, const std::string& /*host*/,
+                      const std::vector<int64_t>& /*victims*/) {
+    return 0;
+  }
 };
 
 // The pass on PostgreSQL, on a connection the store's statements are
@@ -107,6 +118,9 @@ class PgPassStore : public PassStore {
   std::map<std::string, store::LockedHost> LockHosts(const std::vector<std::string>& ids) override;
   std::vector<store::Assignment> AssignJobs(const std::vector<placement::Placement>& plan) override;
   void SetPendingReasons(const std::map<int64_t, std::string>& reasons) override;
+  store::PreemptionInputs ReadPreemptionInputs(int priority) override;
+  std::set<int64_t> WaitingForVictims(const std::vector<int64_t>& jobs) override;
+  int Preempt(int64_t job, const std::string& host, const std::vector<int64_t>& victims) override;
 
  private:
   // The open transaction; throws std::logic_error outside Begin..Commit.

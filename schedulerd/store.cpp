@@ -8,6 +8,7 @@
 #include "core/model/states.h"
 #include "core/util/text.h"
 #include "schedulerd/store.sql.h"
+#include "schedulerd/store_preemption.h"
 
 namespace pgfleet::schedulerd::store {
 namespace {
@@ -95,6 +96,7 @@ void Prepare(pqxx::connection& conn) {
        &kFormationLive, &kOwnerQuotas, &kCronTick});
   PrepareMaintenance(conn);
   PrepareRollout(conn);
+  PreparePreemption(conn);
 }
 
 std::vector<int> FormationsToWork(pqxx::transaction_base& tx, bool all, const std::set<int>& ids) {

@@ -264,7 +264,9 @@ begin
            cpu_seconds = case when s.exits then (s.rep ->> 'cpu_seconds')::double precision
                               else j.cpu_seconds end,
            output_tail = case when s.exits then s.rep ->> 'output_tail' else j.output_tail end,
-           error = case when s.exits then case when s.ok then null else s.detail end
+           error = case when s.exits and (s.old).preempted_by is not null
+                        then pgfleet.preempted_note((s.old).preempted_by, s.state, s.detail)
+                        when s.exits then case when s.ok then null else s.detail end
                         when s.lost then 'attempt ' || j.attempt || ' lost on host ' || p_host || ': '
                                          || coalesce(s.rep ->> 'error', 'unknown')
                                          || pgfleet.host_loss_note(s.state)
@@ -274,6 +276,7 @@ begin
                              then now() + pgfleet.retry_backoff(s.failures) end,
            desired_state = case when s.exits and j.requeue_on_stop then 'run' else j.desired_state end,
            requeue_on_stop = case when s.exits then false else j.requeue_on_stop end,
+           preempted_by = case when s.end_n is null then j.preempted_by end,
            started_at = case when s.ran and j.started_at is null then now() else j.started_at end,
            pid = case when s.ran and j.state = 'assigned' then s.pid else j.pid end,
            address = case when s.ran and j.state = 'assigned' then pgfleet.reported_address(s.run_address)
@@ -293,6 +296,8 @@ begin
                  when s.exits and s.state = 'pending' then 'requeued'
                  when s.exits then s.state end,
             case when s.lost then coalesce(s.rep ->> 'error', 'unknown') || pgfleet.host_loss_note(s.state)
+                 when (s.old).preempted_by is not null
+                 then pgfleet.preempted_note((s.old).preempted_by, s.state, s.detail)
                  when s.state = 'pending' and (s.old).requeue_on_stop
                  then 'stopped on a draining host past its deadline; requeued'
                  when s.state = 'pending'

@@ -178,7 +178,7 @@ begin
              error = 'host ' || h.id || ' lost (no heartbeat for ' || p_ttl_seconds || ' s)'
                      || pgfleet.host_loss_note(l.state),
              finished_at = case when l.state <> 'pending' then now() end,
-             not_before = null
+             not_before = null, preempted_by = null
         from lost l
        where j.id = l.id
       returning j.id, j.attempt, j.cpu, j.memory, j.state

@@ -57,6 +57,8 @@ language sql immutable as $$
     when n.health_output is not null then 'health_output'
     when n.host_ports is not null then 'host_ports'
     when n.address is not null then 'address'
+    when n.preempted_by is not null then 'preempted_by'
+    when n.preempting is not null then 'preempting'
   end
 $$;
 comment on function pgfleet.owned_column_set(pgfleet.jobs) is

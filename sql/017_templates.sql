@@ -28,8 +28,10 @@ begin
     return 0;
   end if;
   execute format(
-    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, max_attempts, version, %1$s)
-     select f.name, f.owner, f.privileged, h, f.max_attempts, f.version, %2$s
+    'insert into pgfleet.jobs (formation, owner, privileged, pinned_host, max_attempts, version,
+                               preemptible, %1$s)
+     select f.name, f.owner, f.privileged, h, f.max_attempts, f.version,
+            coalesce(f.preemptible, f.kind not in (''service'', ''system'')), %2$s
        from pgfleet.formations f, unnest($2) h
       where f.id = $1 and f.kind = $3 and f.done_at is null',
     (select string_agg(quote_ident(c), ', ') from unnest(pgfleet.template_columns()) c),
@@ -39,7 +41,7 @@ begin
   return v_created;
 end $$;
 comment on function pgfleet.insert_replicas(integer, text, text[]) is
-  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()) for each element of p_pins, pinned to that host when not null, with the formation''s max_attempts and current version; returns how many. Used by create_replicas, create_system_replicas and, for a sysbatch formation''s jobs, by schedulers (schedulerd_create_sysbatch_jobs) directly.';
+  'Inserts a replica of formation p_formation (of kind p_kind) from its template (pgfleet.template_columns()) for each element of p_pins, pinned to that host when not null, with the formation''s max_attempts, current version and preemptible (null: false for service and system replicas, true otherwise); returns how many. Used by create_replicas, create_system_replicas and, for a sysbatch formation''s jobs, by schedulers (schedulerd_create_sysbatch_jobs) directly.';
 
 create or replace function pgfleet.create_replicas(p_formation integer, p_count integer)
 returns integer

@@ -146,10 +146,11 @@ create or replace function pgfleet.formation_update_columns() returns text[]
 language sql immutable as $$
   select pgfleet.template_columns()
          || array['replicas', 'spread', 'max_parallel', 'min_healthy_time', 'canary',
-                  'progress_deadline', 'auto_revert', 'max_running']
+                  'progress_deadline', 'auto_revert', 'max_running',
+                  'preemptible', 'min_available']
 $$;
 comment on function pgfleet.formation_update_columns() is
-  'The columns pgfleet.update_formation may change: the job template (pgfleet.template_columns()), replicas, spread, the rollout settings and max_running.';
+  'The columns pgfleet.update_formation may change: the job template (pgfleet.template_columns()), replicas, spread, the rollout settings, max_running, preemptible and min_available.';
 
 -- Security invoker: the caller's UPDATE grant on formations and the
 -- template's checks (formations_check_template) apply as to a plain UPDATE.

@@ -60,6 +60,7 @@ select j.id, j.formation, j.command,
        j.cpu_seconds, j.created_at, j.assigned_at, j.started_at, j.finished_at,
        j.requeue_on_stop, j.owner, j.privileged, j.log_max_files, j.log_max_file_mb, j.disk, j.seccomp,
        j.health_check, j.health, j.health_at, j.health_output, j.ports, j.host_ports, j.address,
+       j.preemptible, j.preempted_by, j.preempting,
        u.cpu_cores as cpu_used, u.memory_bytes as memory_used_bytes, u.sampled_at as usage_at
   from pgfleet.jobs j
   -- live usage of the running attempt, as its host last measured it

@@ -36,7 +36,7 @@ class FakeFleet : public PassStore {
     std::map<std::string, Host> hosts;
     std::vector<placement::ReplicaView> replicas;
     std::vector<placement::SysbatchJobView> sysbatch_jobs;  // every state
-    std::map<int64_t, std::string> assigned;  // job id -> host id
+    std::map<int64_t, std::string> assigned;                // job id -> host id
     std::vector<std::pair<std::vector<int64_t>, std::string>> stops;
     int64_t next_id = 1000;
     std::optional<store::ActiveRollout> rollout;  // in progress
@@ -57,6 +57,15 @@ class FakeFleet : public PassStore {
   std::vector<std::map<int64_t, std::string>> reason_writes;
   bool fail_reasons = false;
   bool fail_assign = false;  // AssignJobs throws (a statement that failed mid-pass)
+  // Preemption: the jobs running on the hosts (all preemptible ones), the
+  // formations' budgets, the jobs still waiting for earlier victims, whether
+  // pgfleet.preempt refuses, and what the pass asked of them.
+  std::vector<placement::RunningJob> running;
+  std::map<std::string, int> may_lose;
+  std::set<int64_t> waiting_for_victims;
+  bool refuse_preempt = false;
+  int preemption_reads = 0;
+  std::vector<std::pair<int64_t, std::pair<std::string, std::vector<int64_t>>>> preempts;
 
   void AddHost(const std::string& id, int cpu, int memory, int cpu_allocated = 0) {
     Host h;
@@ -271,6 +280,33 @@ class FakeFleet : public PassStore {
       auto it = s.pending.find(id);
       if (it != s.pending.end()) it->second.reason = why;
     }
+  }
+
+  store::PreemptionInputs ReadPreemptionInputs(int priority) override {
+    InTx();
+    ++preemption_reads;
+    store::PreemptionInputs in;
+    for (const auto& r : running) {
+      if (r.preemptible && r.priority < priority) in.running.push_back(r);
+    }
+    in.may_lose = may_lose;
+    return in;
+  }
+  std::set<int64_t> WaitingForVictims(const std::vector<int64_t>& jobs) override {
+    InTx();
+    ++preemption_reads;
+    std::set<int64_t> out;
+    for (int64_t j : jobs) {
+      if (waiting_for_victims.count(j)) out.insert(j);
+    }
+    return out;
+  }
+  int Preempt(int64_t job, const std::string& host, const std::vector<int64_t>& victims) override {
+    InTx();
+    preempts.push_back({job, {host, victims}});
+    if (refuse_preempt) return 0;
+    waiting_for_victims.insert(job);
+    return static_cast<int>(victims.size());
   }
 
  private:

@@ -14,6 +14,7 @@
 #include "hostd/agent/store.sql.h"
 #include "schedulerd/store.sql.h"
 #include "schedulerd/store_maintenance.sql.h"
+#include "schedulerd/store_preemption.sql.h"
 #include "schedulerd/store_rollout.sql.h"
 #include "test_support.h"
 
@@ -38,6 +39,7 @@ TEST(EveryStatement, EachProcessStatementPreparesOnAMigratedDatabase) {
       Of("schedulerd/store.sql", schedulerd::store::kStoreSqlStatements),
       Of("schedulerd/store_maintenance.sql", schedulerd::store::kStoreMaintenanceSqlStatements),
       Of("schedulerd/store_rollout.sql", schedulerd::store::kStoreRolloutSqlStatements),
+      Of("schedulerd/store_preemption.sql", schedulerd::store::kStorePreemptionSqlStatements),
       Of("hostd/agent/store.sql", hostd::store::kStoreSqlStatements),
       Of("cli/queries.sql", cli::kQueriesSqlStatements),
       Of("core/db/queries.sql", db::kQueriesSqlStatements),
