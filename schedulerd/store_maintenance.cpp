@@ -12,7 +12,7 @@ namespace pgfleet::schedulerd::store {
 void PrepareMaintenance(pqxx::connection& conn) {
   db::PrepareAll(
       conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard, &kNoteForeignFormationLocks,
-             &kEvictOverdueDrains, &kTryLockPrune,
+             &kEvictOverdueDrains, &kSettleDependencies, &kTryLockPrune,
              &kPruneFinished, &kForgetStaleSchedulers, &kPruneDeletedFormations});
 }
 
@@ -47,6 +47,10 @@ int NoteForeignFormationLocks(pqxx::transaction_base& tx, double grace_seconds) 
 
 int EvictOverdueDrains(pqxx::transaction_base& tx) {
   return db::Exec1(tx, kEvictOverdueDrains)["evicted"].as<int>();
+}
+
+int SettleDependencies(pqxx::transaction_base& tx) {
+  return db::Exec1(tx, kSettleDependencies)["settled"].as<int>();
 }
 
 bool TryLockPrune(pqxx::transaction_base& tx) {
