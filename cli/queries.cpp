@@ -33,7 +33,7 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
                         &kPromote,          &kFormationStatus,  &kRollouts,
                         &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints,
-                        &kOwnerQuotas});
+                        &kOwnerQuotas,      &kStartTime});
 }
 
 namespace {
@@ -50,14 +50,24 @@ std::optional<std::string> PortsParam(const model::JobSpec& s) {
 }  // namespace
 
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
-               const std::string& idempotency_key) {
+               const std::string& idempotency_key, const JobStart& start) {
+  std::optional<std::string> after;
+  if (!start.after.empty()) after = db::ArrayParam(start.after);
+  std::optional<double> in;
+  if (start.in_seconds > 0) in = start.in_seconds;
   return db::Exec1(tx, kSubmit, db::ArrayParam(s.command), s.formation, s.cpu, s.memory,
                    json(s.env).dump(), json(s.constraints).dump(), s.priority, s.max_attempts,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
                    s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-                   HealthCheckParam(s), PortsParam(s))["id"]
+                   HealthCheckParam(s), PortsParam(s), after, db::NullIfEmpty(start.at), in)["id"]
       .as<int64_t>();
+}
+
+StartTime ReadStartTime(pqxx::transaction_base& tx, const std::string& text) {
+  auto r = db::Exec1(tx, kStartTime, text);
+  return {r["text"].as<std::string>(), r["finite"].as<bool>(),
+          r["seconds_from_now"].is_null() ? 0 : r["seconds_from_now"].as<double>()};
 }
 
 std::optional<AttemptHost> GetAttemptHost(pqxx::transaction_base& tx, int64_t job, int attempt) {

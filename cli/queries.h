@@ -26,11 +26,28 @@ void PrepareQueries(pqxx::connection& conn);
 
 // --- jobs ---
 
+// When a submitted job may start (jobs.after, jobs.not_before).
+struct JobStart {
+  std::vector<int64_t> after;  // jobs that must succeed first; empty: none
+  std::string at;              // not before this time, as PostgreSQL printed it ("" when none)
+  double in_seconds = 0;       // else, when > 0: not before this long from now
+};
+
 // Submits through pgfleet.submit (named arguments) and returns the job's id;
 // with an idempotency_key already used, the id of that job (nothing created).
 // An empty key, rootfs or user is passed as null.
 int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& spec,
-               const std::string& idempotency_key);
+               const std::string& idempotency_key, const JobStart& start = {});
+
+// A time as PostgreSQL reads a timestamptz (`pgfleet run --at`): as it
+// prints it, whether it is finite, and how far ahead of now (seconds,
+// negative when past). Throws pqxx::data_exception for text it cannot read.
+struct StartTime {
+  std::string text;
+  bool finite = false;
+  double seconds_from_now = 0;
+};
+StartTime ReadStartTime(pqxx::transaction_base& tx, const std::string& text);
 
 // Where a job stands and where its output is: what `run --wait` and `logs` read.
 struct JobProgress {

@@ -10,8 +10,18 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       network => $12::text, pids_max => $13::integer,
                       cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,
                       disk => $16::integer, seccomp => $17::text,
-                      health_check => $18::jsonb, ports => $19::jsonb)
+                      health_check => $18::jsonb, ports => $19::jsonb,
+                      -- $21 a time (--at), else $22 seconds from now (--in)
+                      after => $20::bigint[],
+                      not_before => coalesce($21::timestamptz,
+                                             now() + make_interval(secs => $22::float8)))
        as id;
+
+-- name: cli_start_time
+-- $1 as PostgreSQL reads a timestamptz (an error for text it cannot read).
+select t::text as text, isfinite(t) as finite,
+       case when isfinite(t) then extract(epoch from t - now())::float8 end as seconds_from_now
+  from (select $1::timestamptz as t) x;
 
 -- name: cli_job_progress
 select j.state, j.attempt, coalesce(j.host_id, '') as host_id,
@@ -28,7 +38,10 @@ select pgfleet.unwatch_jobs();
 -- name: cli_waited_jobs
 select j.id, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.exit_code,
        j.signal, j.error,
-       greatest(extract(epoch from j.not_before - now()), 0)::double precision as retry_in
+       -- (a job waiting for others has not_before infinity: nothing to count down)
+       case when isfinite(j.not_before)
+            then greatest(extract(epoch from j.not_before - now()), 0) else 0 end::double precision
+         as retry_in
   from pgfleet.visible_jobs j where j.id = any($1::bigint[]) order by j.id;
 
 -- name: cli_log_ticket
@@ -47,7 +60,11 @@ select e.host_id, coalesce(h.api_url, '') as api_url
 -- name: cli_list_jobs
 select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id, j.cpu,
        j.memory, to_char(j.created_at, 'YYYY-MM-DD HH24:MI:SS') as created,
-       array_to_string(j.command, ' ') as command, coalesce(j.error, '') as error,
+       array_to_string(j.command, ' ') as command,
+       -- a delayed start not due yet says when (jobs.not_before)
+       coalesce(j.error, case when j.state = 'pending' and isfinite(j.not_before) and j.not_before > now()
+                              then 'starts at ' || to_char(j.not_before, 'YYYY-MM-DD HH24:MI:SS') end,
+                '') as error,
        coalesce(to_char(j.cpu_used, 'FM9999990.00'), '') as cpu_used,
        coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
        -- a job without a health check has no health to show

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/host_logs.h"
 #include "cli/queries.h"
+#include "cli/start_flags.h"
 #include "cli/waiting.h"
 #include "core/model/job_spec.h"
 
@@ -21,6 +22,7 @@ struct RunRequest {
   bool wait = false;
   bool stop_on_interrupt = false;
   HealthFlags health;
+  StartFlags start;  // --after, --at, --in
 };
 
 // Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.
@@ -35,6 +37,7 @@ void AddRunOptions(Command& cmd, RunRequest* req, std::vector<std::string>* envs
       "wait", po::bool_switch(&req->wait), "stream the output and exit with the job's exit code")(
       "stop-on-interrupt", po::bool_switch(&req->stop_on_interrupt),
       "with --wait: Ctrl-C stops the job (by default it keeps running)");
+  AddStartOptions(cmd, &req->start);
 }
 
 // Polls the job, streaming each attempt's output from its host, until the job
@@ -108,8 +111,9 @@ int CmdRun(const std::vector<std::string>& all_args) {
   CompleteSpec(envs, constraints, ports, req.health, &req.spec);
 
   auto conn = cmd.Connect();
+  JobStart start = CheckStartFlags(req.start, *conn);
   pqxx::work tx(*conn);
-  int64_t id = Submit(tx, req.spec, req.idempotency_key);
+  int64_t id = Submit(tx, req.spec, req.idempotency_key, start);
   tx.commit();
   if (!req.wait) {
     std::cout << id << "\n";

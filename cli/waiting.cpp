@@ -19,6 +19,11 @@ std::string DescribeWaitedJob(const WaitedJob& j) {
         return head + "attempt " + std::to_string(j.attempt) + " failed (" + why +
                "); retrying in " + in;
       }
+      if (j.attempt == 0 && j.retry_in_seconds > 0 && why.empty()) {  // a delayed start
+        char in[32];
+        std::snprintf(in, sizeof in, "%.0f s", j.retry_in_seconds);
+        return head + "pending: starts in " + in;
+      }
       return head + "pending" + (why.empty() ? "" : ": " + why);
     case model::JobState::kAssigned:
       return head + "attempt " + std::to_string(j.attempt) + " placed on " + j.host_id;

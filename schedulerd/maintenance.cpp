@@ -42,7 +42,11 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
   store::LossGuard guard = store::ReadLossGuard(tx);
   int evicted = store::EvictOverdueDrains(tx);
   const int foreign = store::NoteForeignFormationLocks(tx, kForeignLockGraceSeconds);
+  const int settled = store::SettleDependencies(tx);
   tx.commit();
+  if (settled > 0) {
+    spdlog::info("{} jobs waiting for others released or failed by the sweep", settled);
+  }
   metrics_.Set("pgfleet_scheduler_formation_locks_held_elsewhere", foreign);
   if (foreign > 0 && foreign_locks_ == 0) {
     spdlog::warn(
@@ -62,7 +66,7 @@ bool Maintenance::SweepLostHosts(pqxx::connection& conn) {
     spdlog::warn("host={} lost: no heartbeat for {}s; {} attempts requeued", h.host_id, ttl,
                  h.requeued);
   }
-  return evicted > 0 || !lost.empty();
+  return evicted > 0 || settled > 0 || !lost.empty();
 }
 
 void Maintenance::ReportGuard(const store::LossGuard& guard) {

@@ -291,6 +291,10 @@ LossGuard ReadLossGuard(pqxx::transaction_base& tx);
 int NoteForeignFormationLocks(pqxx::transaction_base& tx, double grace_seconds);
 // Stops and requeues jobs on draining hosts past their deadline; returns how many.
 int EvictOverdueDrains(pqxx::transaction_base& tx);
+// Releases or fails the jobs waiting for others (jobs.after) that an exit
+// path left waiting (pgfleet.settle_all_dependents); returns how many. One
+// probe of an empty table when no job waits.
+int SettleDependencies(pqxx::transaction_base& tx);
 
 // The transaction-scoped lock that lets one scheduler at a time prune.
 bool TryLockPrune(pqxx::transaction_base& tx);

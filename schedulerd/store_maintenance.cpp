@@ -13,7 +13,7 @@ void PrepareMaintenance(pqxx::connection& conn) {
   db::PrepareAll(
       conn, {&kHeartbeat, &kHostTtlSeconds, &kSweepLostHosts, &kReadLossGuard,
              &kNoteForeignFormationLocks, &kEvictOverdueDrains, &kTryLockPrune, &kPruneFinished,
-             &kForgetStaleSchedulers, &kPruneDeletedFormations, &kClusterGauges});
+             &kForgetStaleSchedulers, &kPruneDeletedFormations, &kClusterGauges, &kSettleDependencies});
 }
 
 void Heartbeat(pqxx::transaction_base& tx, const std::string& scheduler_id,
@@ -59,6 +59,10 @@ int NoteForeignFormationLocks(pqxx::transaction_base& tx, double grace_seconds) 
 
 int EvictOverdueDrains(pqxx::transaction_base& tx) {
   return db::Exec1(tx, kEvictOverdueDrains)["evicted"].as<int>();
+}
+
+int SettleDependencies(pqxx::transaction_base& tx) {
+  return db::Exec1(tx, kSettleDependencies)["settled"].as<int>();
 }
 
 bool TryLockPrune(pqxx::transaction_base& tx) {

@@ -24,6 +24,9 @@ select pgfleet.note_foreign_formation_locks(make_interval(secs => $1)) as held;
 -- name: schedulerd_evict_overdue_drains
 select pgfleet.evict_overdue_drains() as evicted;
 
+-- name: schedulerd_settle_dependencies
+select pgfleet.settle_all_dependents() as settled;
+
 -- name: schedulerd_try_lock_prune
 select pg_try_advisory_xact_lock($1, $2) as locked;
 

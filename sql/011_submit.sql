@@ -22,7 +22,9 @@ create or replace function pgfleet.submit(
   disk integer default null,
   seccomp text default null,
   health_check jsonb default null,
-  ports jsonb default null)
+  ports jsonb default null,
+  after bigint[] default null,
+  not_before timestamptz default null)
 returns bigint
 language plpgsql as $$
 #variable_conflict use_variable
@@ -45,7 +47,8 @@ begin
            'idempotency_key', idempotency_key, 'rootfs', rootfs, 'run_as', run_as,
            'network', network, 'pids_max', pids_max, 'cpu_hard_limit', cpu_hard_limit,
            'stop_grace_seconds', stop_grace_seconds, 'disk', disk,
-           'seccomp', seccomp, 'health_check', health_check, 'ports', ports)) o
+           'seccomp', seccomp, 'health_check', health_check, 'ports', ports,
+           'after', after, 'not_before', not_before)) o
    where o.value <> 'null';
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
@@ -59,13 +62,14 @@ begin
   end if;
   return v_id;
 end $$;
-comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb) is
-  'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing.';
+comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb, bigint[], timestamptz) is
+  'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing. after: jobs that must succeed first; not_before: no start before then (docs/dependencies.md).';
 
 create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer
 language plpgsql as $$
 declare
   v_count integer;
+  v_cancelled bigint[];
 begin
   -- Pending jobs are cancelled at once; assigned and running ones get
   -- desired_state 'stop' (hostd stops them: SIGTERM, grace, SIGKILL; the exit
@@ -94,8 +98,11 @@ begin
     select pgfleet.notify_waiters(array(select id from cancelled))
   )
   select (select count(*) from cancelled) + (select count(*) from stopping)
-         + 0 * (select count(*) from notified) + 0 * (select count(*) from waiters)
-    into v_count;
+         + 0 * (select count(*) from notified) + 0 * (select count(*) from waiters),
+         array(select id from cancelled)
+    into v_count, v_cancelled;
+  -- The jobs after a cancelled one fail (sql/024_dependencies.sql).
+  perform pgfleet.settle_dependents_of(v_cancelled);
   return v_count;
 end $$;
 comment on function pgfleet.stop_jobs(bigint[], text) is

@@ -344,6 +344,7 @@ declare
 begin
   select j.not_before into v_retry from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before > now()
+     and j.not_before < 'infinity'  -- (waiting for other jobs: settled when they end)
    order by j.not_before limit 1;
   -- A rollout's next step comes when a new replica has been healthy for
   -- min_healthy_time (sql/022_versions.sql; docs/decisions/0016).

@@ -379,6 +379,13 @@ begin
   if v_health then
     v.changed_jobs := coalesce(hr.changed_jobs, '{}') || coalesce(v.changed_jobs, '{}');
   end if;
+  -- Jobs after those that ended are released or fail (024_dependencies.sql):
+  -- the table is empty unless some job waits for another, and then one index
+  -- probe for the batch (a report is never of a waiting job).
+  if exists (select 1 from pgfleet.job_dependencies)
+     and exists (select 1 from pgfleet.job_dependencies d where d.needs = any(v.changed_jobs)) then
+    perform pgfleet.settle_dependents(v.changed_jobs);
+  end if;
   -- Only jobs someone waits for; nobody waits most of the time, and asking
   -- costs less than the call (docs/benchmarks/2026-11-25-fewer-statements-per-job.md).
   if exists (select 1 from pgfleet.job_waiters) then

@@ -43,7 +43,8 @@ language sql immutable as $$
     when n.exit_code is not null then 'exit_code'
     when n.signal is not null then 'signal'
     when n.oom_killed then 'oom_killed'
-    when n.error is not null then 'error'
+    -- (a row with after: its error is jobs_link_dependencies', whatever was inserted)
+    when n.error is not null and n.after is null then 'error'
     when n.output_tail is not null then 'output_tail'
     when n.peak_memory_bytes is not null then 'peak_memory_bytes'
     when n.cpu_seconds is not null then 'cpu_seconds'

@@ -12,13 +12,15 @@ begin
     using errcode = 'check_violation', column = 'state';
 end $$;
 comment on function pgfleet.jobs_check_transition() is
-  'Raises for a job state change outside pending -> assigned -> running -> succeeded|failed|cancelled (and back to pending); assigned -> succeeded is a short job whose running and exit reports were applied together. Called only for such a change (the trigger''s WHEN condition holds the rule).';
+  'Raises for a job state change outside pending -> assigned -> running -> succeeded|failed|cancelled (and back to pending); pending -> failed for a job with after whose dependency failed; assigned -> succeeded is a short job whose running and exit reports were applied together. Called only for such a change (the trigger''s WHEN condition holds the rule).';
 
 drop trigger if exists jobs_check_transition on pgfleet.jobs;
 create trigger jobs_check_transition
   before update of state on pgfleet.jobs
   for each row when (old.state is distinct from new.state and not (
        (old.state = 'pending' and new.state in ('assigned', 'cancelled'))
+    -- a job waiting for others fails when one of them did (024_dependencies.sql)
+    or (old.state = 'pending' and new.state = 'failed' and old.after is not null)
     or (old.state = 'assigned' and new.state in ('running', 'succeeded', 'pending', 'failed', 'cancelled'))
     or (old.state = 'running' and new.state in ('succeeded', 'failed', 'cancelled', 'pending'))))
   execute function pgfleet.jobs_check_transition();
@@ -30,15 +32,19 @@ create or replace function pgfleet.jobs_after_delete() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
 begin
   if tg_op = 'TRUNCATE' then
-    truncate pgfleet.job_events, pgfleet.job_ports;
+    truncate pgfleet.job_events, pgfleet.job_ports, pgfleet.job_dependencies;
   else
     delete from pgfleet.job_events e using gone_jobs g where e.job_id = g.id;
     delete from pgfleet.job_ports p using gone_jobs g where p.job_id = g.id;
+    -- jobs waiting for a deleted one fail; a deleted waiting job's edges go
+    if exists (select 1 from pgfleet.job_dependencies) then
+      perform pgfleet.settle_dependents_of(array(select g.id from gone_jobs g));
+    end if;
   end if;
   return null;
 end $$;
 comment on function pgfleet.jobs_after_delete() is
-  'Statement-level AFTER DELETE and AFTER TRUNCATE on jobs: deletes the deleted jobs'' events and held ports, or truncates job_events and job_ports (neither has a foreign key: migrations 0014, 0033).';
+  'Statement-level AFTER DELETE and AFTER TRUNCATE on jobs: deletes the deleted jobs'' events and held ports, or truncates job_events, job_ports and job_dependencies (none has a foreign key: migrations 0014, 0033, 0035); jobs waiting for a deleted job fail (pgfleet.settle_dependents).';
 revoke execute on function pgfleet.jobs_after_delete() from public;
 
 drop trigger if exists jobs_after_delete on pgfleet.jobs;

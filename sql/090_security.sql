@@ -43,6 +43,7 @@ $$;
 comment on function pgfleet.masked(jsonb) is 'An env object with every value replaced by ********.';
 
 drop view if exists pgfleet.endpoints;  -- reads visible_jobs (095_endpoints.sql)
+drop view if exists pgfleet.job_graph;  -- reads visible_jobs (096_job_graph.sql)
 drop view if exists pgfleet.visible_jobs;
 -- A security barrier: the view's owner filter runs before any function of
 -- the caller's query sees a row. Without it, a submitter's own cheap
@@ -61,6 +62,7 @@ select j.id, j.formation, j.command,
        j.requeue_on_stop, j.owner, j.privileged, j.log_max_files, j.log_max_file_mb, j.disk, j.seccomp,
        j.health_check, j.health, j.health_at, j.health_output, j.ports, j.host_ports, j.address,
        j.preemptible, j.preempted_by, j.preempting,
+       j.after,
        u.cpu_cores as cpu_used, u.memory_bytes as memory_used_bytes, u.sampled_at as usage_at
   from pgfleet.jobs j
   -- live usage of the running attempt, as its host last measured it
