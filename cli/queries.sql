@@ -10,7 +10,8 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       network => $12::text, pids_max => $13::integer,
                       cpu_hard_limit => $14::boolean, stop_grace_seconds => $15::integer,
                       disk => $16::integer, seccomp => $17::text,
-                      health_check => $18::jsonb, ports => $19::jsonb)
+                      health_check => $18::jsonb, ports => $19::jsonb,
+                      files => $20::jsonb)
        as id;
 
 -- name: cli_job_progress
@@ -52,7 +53,8 @@ select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id
        coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
        -- a job without a health check has no health to show
        case when j.health_check is null then '' else j.health end as health,
-       to_jsonb(j)::text as doc
+       -- (files, up to 1 MiB a job, only in `inspect`)
+       (to_jsonb(j) - 'files')::text as doc
   from pgfleet.visible_jobs j
  where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))
    and ($2::text = '' or j.formation = $2::text)
@@ -123,10 +125,10 @@ select pgfleet.scale($1, $2);
 insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
                                 cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
-                                max_attempts, health_check, ports)
+                                max_attempts, health_check, ports, files)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
          coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb,
-         $21::jsonb)
+         $21::jsonb, $22::jsonb)
  -- A deleted formation of that name (kept for its jobs' history) comes back,
  -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
@@ -137,7 +139,7 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
    seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
-   health_check = excluded.health_check, ports = excluded.ports,
+   health_check = excluded.health_check, ports = excluded.ports, files = excluded.files,
    deleted_at = null, done_at = null, created_at = now(), updated_at = now()
    where pgfleet.formations.deleted_at is not null
  returning id;

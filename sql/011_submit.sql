@@ -22,7 +22,8 @@ create or replace function pgfleet.submit(
   disk integer default null,
   seccomp text default null,
   health_check jsonb default null,
-  ports jsonb default null)
+  ports jsonb default null,
+  files jsonb default null)
 returns bigint
 language plpgsql as $$
 #variable_conflict use_variable
@@ -45,7 +46,8 @@ begin
            'idempotency_key', idempotency_key, 'rootfs', rootfs, 'run_as', run_as,
            'network', network, 'pids_max', pids_max, 'cpu_hard_limit', cpu_hard_limit,
            'stop_grace_seconds', stop_grace_seconds, 'disk', disk,
-           'seccomp', seccomp, 'health_check', health_check, 'ports', ports)) o
+           'seccomp', seccomp, 'health_check', health_check, 'ports', ports,
+           'files', files)) o
    where o.value <> 'null';
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
@@ -59,7 +61,7 @@ begin
   end if;
   return v_id;
 end $$;
-comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb) is
+comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb, jsonb) is
   'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing.';
 
 create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer
