@@ -133,8 +133,9 @@ TEST_F(JobFilesWriterTest, ALinkOrAFileWhereAComponentGoesFailsAndWritesNothingO
 }
 
 TEST_F(JobFilesWriterTest, PathsAndModesAreCheckedAgainWhateverTheSpecSays) {
-  for (const std::string path : {"../outside/x", "/tmp/x", "a/../../outside/x", "", ".", "a/./b",
-                                 "a//b", "a/", std::string(300, 'p')}) {
+  for (const std::string& path :
+       std::vector<std::string>{"../outside/x", "/tmp/x", "a/../../outside/x", "", ".", "a/./b",
+                                "a//b", "a/", std::string(300, 'p')}) {
     SCOPED_TRACE(path);
     const std::string error = Write({{path, File("x")}});
     EXPECT_NE(std::string::npos, error.find("refusing the job's files: files paths")) << error;

@@ -12,7 +12,8 @@ namespace pgfleet::testing::container_e2e {
 namespace {
 
 TEST_F(ContainerE2eTest, AJobWithAFileRunShRunsItInItsContainer) {
-  const std::string script = dir_.path() + "/run.sh";
+  TempDir local;
+  const std::string script = local.path() + "/run.sh";
   std::ofstream(script) << "#!/bin/sh\necho \"run.sh ran as $(id -u) in $PWD\"\n";
   chmod(script.c_str(), 0755);
   std::string in_rootfs = Submit({"--rootfs", rootfs_, "--file", script, "--", "./run.sh"});

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/net/http.h"
 #include "core/util/text.h"
