@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/local_files.h"
 #include "cli/output.h"
 #include "cli/queries.h"
 #include "core/db/connection.h"
@@ -116,7 +117,14 @@ void AddJobTemplateOptions(Command& cmd, model::JobSpec* spec, std::vector<std::
       "MiB of the job's writable work dir, a filesystem of its own (default 0: no limit)")(
       "cpu-hard-limit", po::bool_switch(&s.cpu_hard_limit), "cap CPU at --cpu, not just share it")(
       "stop-grace", po::value(&s.stop_grace_seconds),
-      "seconds from SIGTERM to SIGKILL (default 10)");
+      "seconds from SIGTERM to SIGKILL (default 10)")(
+      "file", po::value<std::vector<std::string>>()->composing()->notifier(
+                  [spec](const std::vector<std::string>& words) {
+                    for (const auto& w : words) AddLocalFile(w, &spec->files);
+                  }),
+      "LOCAL[:PATH[:MODE]]: put local file LOCAL in the job's work dir at PATH (default: its "
+      "name) with octal MODE (default 0755 if LOCAL is executable, else 0644); repeatable, 1 MiB "
+      "in all");
   HealthFlags& h = *health;
   cmd.Options()("health-cmd", po::value(&h.cmd),
                 "health check: a command run inside the job, passing on exit 0 (words split at "

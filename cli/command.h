@@ -125,7 +125,7 @@ void CompleteSpec(const std::vector<std::string>& envs, const std::vector<std::s
                   model::JobSpec* spec);
 
 // The flags that say how a job runs (cpu, memory, env, constraint, priority,
-// rootfs, user, network, pids-max, cpu-hard-limit, stop-grace, health-*),
+// rootfs, user, network, pids-max, cpu-hard-limit, stop-grace, health-*, file),
 // shared by `run` and `formation create` (a formation's template is a whole
 // job). --env, --constraint and --port words go to *envs, *constraints and
 // *ports, the health flags to *health (CompleteSpec).

@@ -72,6 +72,7 @@ json UpdateChanges(const Command& cmd, UpdateFlags* flags,
   if (cmd.Given("stop-grace")) c["stop_grace_seconds"] = s.stop_grace_seconds;
   if (checked.health_check) c["health_check"] = model::ToJson(*checked.health_check);
   if (cmd.Given("port")) c["ports"] = checked.ports;
+  if (cmd.Given("file")) c["files"] = model::ToJson(checked.files);
   if (cmd.Given("replicas")) {
     if (flags->replicas < 0) {
       throw UsageError("--replicas must be >= 0 (got " + std::to_string(flags->replicas) + ")");

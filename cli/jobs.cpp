@@ -55,6 +55,15 @@ void PrintJobDocument(const json& job) {
   }
   for (auto& [k, v] : job.items()) {
     if (k == "events" || k == "output_tail") continue;
+    if (k == "files" && v.is_object()) {  // the paths, not the contents (--json has them)
+      std::string line;
+      for (auto& [path, f] : v.items()) {
+        line += (line.empty() ? "" : ", ") + path + " (" + f.value("mode", std::string("0644")) +
+                (f.value("base64", false) ? ", base64" : "") + ")";
+      }
+      print(k, line);
+      continue;
+    }
     if (std::find(kFirst.begin(), kFirst.end(), k) != kFirst.end()) continue;
     print(k, v);
   }

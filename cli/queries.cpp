@@ -42,6 +42,11 @@ std::optional<std::string> HealthCheckParam(const model::JobSpec& s) {
   if (!s.health_check) return std::nullopt;
   return model::ToJson(*s.health_check).dump();
 }
+// The spec's files as a jsonb parameter; null for none.
+std::optional<std::string> FilesParam(const model::JobSpec& s) {
+  if (s.files.empty()) return std::nullopt;
+  return model::ToJson(s.files).dump();
+}
 // The spec's named ports as a jsonb parameter; null for none.
 std::optional<std::string> PortsParam(const model::JobSpec& s) {
   if (s.ports.empty()) return std::nullopt;
@@ -60,7 +65,8 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                    db::NullIfEmpty(idempotency_key), db::NullIfEmpty(s.rootfs),
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
                    s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
-                   HealthCheckParam(s), PortsParam(s), after, db::NullIfEmpty(start.at), in)["id"]
+                   HealthCheckParam(s), PortsParam(s), after, db::NullIfEmpty(start.at), in,
+                   FilesParam(s))["id"]
       .as<int64_t>();
 }
 
@@ -262,7 +268,7 @@ int CreateFormation(pqxx::transaction_base& tx, const NewFormation& f) {
                db::NullIfEmpty(s.rootfs), db::NullIfEmpty(s.user), db::NullIfEmpty(s.network),
                s.pids_max, s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
                db::NullIfEmpty(f.spread), s.max_attempts, HealthCheckParam(s), PortsParam(s),
-               db::NullIfEmpty(f.cron), db::NullIfEmpty(f.time_zone), f.overlap, f.catch_up);
+               db::NullIfEmpty(f.cron), db::NullIfEmpty(f.time_zone), f.overlap, f.catch_up, FilesParam(s));
   if (rows.empty()) {
     // The name is taken by a formation in use (a deleted one would have come back).
     throw std::runtime_error("formation \"" + f.name +

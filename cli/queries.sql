@@ -14,7 +14,8 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       -- $21 a time (--at), else $22 seconds from now (--in)
                       after => $20::bigint[],
                       not_before => coalesce($21::timestamptz,
-                                             now() + make_interval(secs => $22::float8)))
+                                             now() + make_interval(secs => $22::float8)),
+                      files => $23::jsonb)
        as id;
 
 -- name: cli_start_time
@@ -69,7 +70,8 @@ select j.id, j.formation, j.state, j.attempt, coalesce(j.host_id, '') as host_id
        coalesce(round(j.memory_used_bytes / 1048576.0, 1) || 'Mi', '') as memory_used,
        -- a job without a health check has no health to show
        case when j.health_check is null then '' else j.health end as health,
-       to_jsonb(j)::text as doc
+       -- (files, up to 1 MiB a job, only in `inspect`)
+       (to_jsonb(j) - 'files')::text as doc
   from pgfleet.visible_jobs j
  where ($1::boolean or $4::text <> '' or j.state in ('pending', 'assigned', 'running'))
    and ($2::text = '' or j.formation = $2::text)
@@ -141,10 +143,10 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
                                 constraints, priority, rootfs, run_as, network, pids_max,
                                 cpu_hard_limit, stop_grace_seconds, disk, seccomp, spread,
                                 max_attempts, health_check, ports,
-                                cron, time_zone, overlap, catch_up)
+                                cron, time_zone, overlap, catch_up, files)
  values ($1, $2, $3, nullif($4::text[], '{}'), $5::jsonb, $6, $7, $8::jsonb, $9, $10, $11,
          coalesce($12, pgfleet.default_network()), $13, $14, $15, $16, $17, $18, $19, $20::jsonb,
-         $21::jsonb, $22, $23, $24, $25)
+         $21::jsonb, $22, $23, $24, $25, $26::jsonb)
  -- A deleted formation of that name (kept for its jobs' history) comes back,
  -- created anew: a sysbatch formation runs again on every host, not done.
  on conflict (name) do update set
@@ -155,7 +157,7 @@ insert into pgfleet.formations (name, kind, replicas, command, env, cpu, memory,
    pids_max = excluded.pids_max, cpu_hard_limit = excluded.cpu_hard_limit,
    stop_grace_seconds = excluded.stop_grace_seconds, disk = excluded.disk,
    seccomp = excluded.seccomp, spread = excluded.spread, max_attempts = excluded.max_attempts,
-   health_check = excluded.health_check, ports = excluded.ports,
+   health_check = excluded.health_check, ports = excluded.ports, files = excluded.files,
    cron = excluded.cron, time_zone = excluded.time_zone, overlap = excluded.overlap,
    catch_up = excluded.catch_up, last_due_at = null, next_due_at = null,
    deleted_at = null, done_at = null, created_at = now(), updated_at = now()

@@ -320,7 +320,8 @@ language sql stable as $$
     'pids_max', j.pids_max, 'cpu_hard_limit', j.cpu_hard_limit,
     'stop_grace_seconds', j.stop_grace_seconds, 'privileged', j.privileged,
     'log_max_files', j.log_max_files, 'log_max_file_mb', j.log_max_file_mb, 'disk', j.disk,
-    'seccomp', j.seccomp, 'health_check', j.health_check, 'ports', j.host_ports)
+    'seccomp', j.seccomp, 'health_check', j.health_check, 'ports', j.host_ports,
+    'files', j.files)
 $$;
 comment on function pgfleet.job_spec_json(pgfleet.jobs) is
   'The job as the JSON spec hostd runs (the "spec" of POST /v1/jobs), as json text: what the scheduler sends; its ports are the host ports the attempt was given (jobs.host_ports). pgfleet.job_spec is the same as jsonb.';

@@ -7,7 +7,7 @@ create or replace function pgfleet.template_columns() returns text[]
 language sql immutable as $$
   select array['command', 'env', 'cpu', 'memory', 'constraints', 'priority', 'rootfs', 'run_as',
                'network', 'pids_max', 'cpu_hard_limit', 'stop_grace_seconds', 'log_max_files',
-               'log_max_file_mb', 'disk', 'seccomp', 'health_check', 'ports']
+               'log_max_file_mb', 'disk', 'seccomp', 'health_check', 'ports', 'files']
 $$;
 comment on function pgfleet.template_columns() is
   'Columns of pgfleet.formations copied into every replica it creates: the job template. Same names, types, defaults and rules as in pgfleet.jobs.';

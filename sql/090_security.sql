@@ -63,6 +63,7 @@ select j.id, j.formation, j.command,
        j.health_check, j.health, j.health_at, j.health_output, j.ports, j.host_ports, j.address,
        j.preemptible, j.preempted_by, j.preempting,
        j.after,
+       case when j.owner = pgfleet.caller() or pgfleet.sees_every_env() then j.files end as files,
        u.cpu_cores as cpu_used, u.memory_bytes as memory_used_bytes, u.sampled_at as usage_at
   from pgfleet.jobs j
   -- live usage of the running attempt, as its host last measured it
@@ -70,7 +71,7 @@ select j.id, j.formation, j.command,
     on j.state = 'running' and u.job_id = j.id and u.attempt = j.attempt and u.host_id = j.host_id
  where j.owner = pgfleet.caller() or pgfleet.sees_every_job();
 comment on view pgfleet.visible_jobs is
-  'pgfleet.jobs as the caller may see it: a submitter its own jobs, operators, readers and schedulers every job; env values masked (********) for readers and for jobs the caller does not own; cpu_used (cores), memory_used_bytes and usage_at: what a running attempt uses now (pgfleet.job_usage). The CLI reads jobs here.';
+  'pgfleet.jobs as the caller may see it: a submitter its own jobs, operators, readers and schedulers every job; env values masked (********) and files null for readers and for jobs the caller does not own; cpu_used (cores), memory_used_bytes and usage_at: what a running attempt uses now (pgfleet.job_usage). The CLI reads jobs here.';
 
 -- Nobody outside the roles reaches the schema.
 revoke all on schema pgfleet from public;

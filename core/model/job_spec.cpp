@@ -117,6 +117,7 @@ JobSpec ParseJobSpec(const json& j) {
                                               "seccomp",
                                               "health_check",
                                               "ports",
+                                              "files",
                                               "privileged"};
   for (auto& [k, v] : j.items()) {
     if (!known.count(k)) throw SpecError(k, "unknown field " + k);
@@ -168,6 +169,7 @@ JobSpec ParseJobSpec(const json& j) {
       s.ports[name] = static_cast<int>(v);
     }
   }
+  if (auto it = j.find("files"); it != j.end()) s.files = ParseJobFiles(*it);
   for (auto [name, field] :
        {std::pair{"cpu_hard_limit", &s.cpu_hard_limit}, std::pair{"privileged", &s.privileged}}) {
     if (auto it = j.find(name); it != j.end() && !it->is_null()) {
@@ -231,6 +233,7 @@ void Validate(const JobSpec& s) {
   bounded("log_max_files", s.log_max_files, kMinLogMaxFiles, kMaxLogMaxFiles);
   bounded("log_max_file_mb", s.log_max_file_mb, kMinLogMaxFileMb, kMaxLogMaxFileMb);
   if (s.health_check) Validate(*s.health_check);
+  ValidateJobFiles(s.files);
 }
 
 nlohmann::json ToJson(const JobSpec& s) {
@@ -254,6 +257,7 @@ nlohmann::json ToJson(const JobSpec& s) {
               {"seccomp", s.seccomp},
               {"health_check", s.health_check ? ToJson(*s.health_check) : json(nullptr)},
               {"ports", s.ports.empty() ? json(nullptr) : json(s.ports)},
+              {"files", ToJson(s.files)},
               {"privileged", s.privileged}};
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/model/health_check.h"
+#include "core/model/job_files.h"
 
 namespace pgfleet::model {
 
@@ -75,6 +76,8 @@ struct JobSpec {
   // attempt was given (jobs.host_ports), which the job listens on
   // (PGFLEET_PORT_<NAME>, JobPortEnv).
   std::map<std::string, int> ports;
+  // Files hostd writes into the work dir before the job starts (job_files.h).
+  JobFiles files;
 
   // Set by the database (jobs.privileged): the submitter was a member of
   // pgfleet_privileged, so the privileged features below may be used.

@@ -16,6 +16,11 @@ namespace pgfleet::net {
 
 // Largest request body any pgfleet API accepts; bigger ones get 413.
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
+// But hostd's POST /v1/jobs, whose one job may carry 1 MiB of files
+// (model::kMaxFilesBytes): escaped as JSON text (at most twice its bytes:
+// control characters are refused, base64 is 4/3) with a spec of its biggest
+// command and env, it stays below this.
+inline constexpr size_t kMaxJobsBodyBytes = 4 << 20;
 
 // Reads the cluster token (trimmed). Throws std::runtime_error naming the file
 // when it is missing, unreadable or empty.

@@ -90,7 +90,7 @@ struct HostJob {
   std::string state_name;                // as the database wrote it, for logs
   bool stop_wanted = false;              // desired_state = 'stop'
   bool stop_force = false;               // pgfleet.force_stop: kill it now, no grace
-  std::string spec_json;                 // pgfleet.job_spec_json(job)
+  std::string spec_json;                 // pgfleet.job_spec_json(job); "" unless assigned
   std::string uid;                       // jobs.uid, "" for jobs from before it
 };
 std::vector<HostJob> AssignedJobs(pqxx::transaction_base& tx, const std::string& host);

@@ -30,6 +30,10 @@ select job_id, attempt, kind, accepted, wake_schedulers
 select pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
 
 -- name: hostd_host_jobs
+-- The spec only of an assigned job (reconcile starts one whose dispatch never
+-- came from it): a running job's, its files up to 1 MiB, is not read again
+-- every reconcile.
 select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,
-       pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid
+       case when j.state = 'assigned' then pgfleet.job_spec_json(j)::text else '' end as spec,
+       coalesce(j.uid::text, '') as uid
   from pgfleet.host_jobs($1) j;

@@ -118,10 +118,10 @@ void InstallErrorHandlers(httplib::Server& server) {
     if (!res.body.empty()) return;
     std::string msg = "request failed (HTTP " + std::to_string(res.status) + ")";
     if (res.status == 413) {
-      // httplib caps form-encoded bodies far below our own 1 MiB limit.
+      // httplib caps form-encoded bodies far below our own limits.
       msg = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0
                 ? "form-encoded bodies over 8 KiB are refused: send JSON (application/json)"
-                : "request body over 1 MiB";
+                : "request body over " + std::to_string(net::kMaxJobsBodyBytes >> 20) + " MiB";
     } else if (res.status == 404) {
       msg = "no such endpoint";
     } else if (res.status == 411 || (res.status == 400 && NeedsLength(req))) {
@@ -142,15 +142,20 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
                    std::function<const Api*(const httplib::Request&, httplib::Response&)> resolve,
                    const std::string& token, metrics::Registry& metrics,
                    net::ConnectionGuard* guard) {
-  server.set_payload_max_length(net::kMaxBodyBytes);
+  // The largest any route takes; each other route refuses more than kMaxBodyBytes.
+  server.set_payload_max_length(net::kMaxJobsBodyBytes);
   server.set_pre_routing_handler(
       [guarded, token, &metrics](const httplib::Request& req, httplib::Response& res) {
         return CheckToken(guarded, token, metrics, req, res);
       });
   InstallErrorHandlers(server);
-  auto route = [resolve, guard](Handler handler) {
-    return [resolve, handler, guard](const httplib::Request& req, httplib::Response& res) {
+  auto route = [resolve, guard](Handler handler, size_t max_body = net::kMaxBodyBytes) {
+    return [resolve, handler, guard, max_body](const httplib::Request& req, httplib::Response& res) {
       if (guard) guard->Busy(req);  // the request has fully arrived
+      if (req.body.size() > max_body) {
+        net::ErrorResponse(res, 413, "request body over " + std::to_string(max_body >> 20) + " MiB");
+        return;
+      }
       const Api* api = resolve(req, res);
       if (!api) return;
       try {
@@ -160,7 +165,7 @@ void InstallRoutes(httplib::Server& server, const std::string& guarded, const st
       }
     };
   };
-  server.Post(prefix + hostapi::kJobsPath, route(routes::HandleStartJobs));
+  server.Post(prefix + hostapi::kJobsPath, route(routes::HandleStartJobs, net::kMaxJobsBodyBytes));
   server.Get(prefix + hostapi::kJobsPath, route(HandleListJobs));
   server.Get(prefix + hostapi::kJobRoute, route(HandleGetJob));
   server.Post(prefix + hostapi::kStopRoute, route(HandleStopJob));

@@ -201,7 +201,7 @@ TEST_F(FoundationTest, HostdRefusesBadRequestsAndKeepsRunning) {
   EXPECT_EQ("failed", refused["status"]) << bad_spec->body;
   EXPECT_NE(std::string::npos, refused["error"].get<std::string>().find("cpu must be > 0"))
       << bad_spec->body;
-  std::string huge = R"({"jobs":[],"pad":")" + std::string(2 << 20, 'x') + "\"}";
+  std::string huge = R"({"jobs":[],"pad":")" + std::string(5 << 20, 'x') + "\"}";
   auto big = c.Post("/v1/jobs", huge, "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(413, big->status);

@@ -81,10 +81,16 @@ TEST_F(RobustnessTest, HttpErrorsSayWhatWasWrong) {
   ASSERT_TRUE(form);
   EXPECT_EQ(form->status, 413);
   EXPECT_NE(form->body.find("form-encoded bodies over 8 KiB"), std::string::npos) << form->body;
-  auto big = client_->Post("/v1/jobs", std::string(2 << 20, 'x'), "application/json");
+  // POST /v1/jobs takes up to 4 MiB (a job's 1 MiB of files, escaped), others 1 MiB.
+  auto big = client_->Post("/v1/jobs", std::string(5 << 20, 'x'), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
-  EXPECT_NE(big->body.find("over 1 MiB"), std::string::npos) << big->body;
+  EXPECT_NE(big->body.find("over 4 MiB"), std::string::npos) << big->body;
+  auto big_stop = client_->Post("/v1/jobs/1/stop?attempt=1", std::string(2 << 20, 'x'),
+                                "application/json");
+  ASSERT_TRUE(big_stop);
+  EXPECT_EQ(big_stop->status, 413);
+  EXPECT_NE(big_stop->body.find("over 1 MiB"), std::string::npos) << big_stop->body;
   auto nowhere = client_->Get("/v1/nowhere");
   ASSERT_TRUE(nowhere);
   EXPECT_EQ(nowhere->status, 404);

@@ -22,6 +22,7 @@
 #include "hostd/drivers/container/cgroup.h"
 #include "hostd/drivers/container/container_child.h"
 #include "hostd/drivers/container/container_disk.h"
+#include "hostd/drivers/job_files_writer.h"
 #include "hostd/drivers/container/container_execution.h"
 #include "hostd/drivers/container/container_plan.h"
 #include "hostd/network/attachment.h"
@@ -226,7 +227,17 @@ pid_t ContainerDriver::AwaitExec(int parent_end, pid_t pid, const ChildPlan& pla
     }
     if (report.step != container::kPaused) break;
     if (plan.userns) WriteIdMaps(pid, plan.id_range);
-    if (disk) disk->Mounted(OpenMountedWorkDir(pid, plan));
+    if (disk) {
+      // The job's files go onto its own disk, as mounted (nothing of the job ran yet).
+      const int work_fd = OpenMountedWorkDir(pid, plan);
+      try {
+        WriteJobFiles(work_fd, req.spec.files, plan.HostUid(), plan.HostGid());
+      } catch (...) {
+        close(work_fd);
+        throw;
+      }
+      disk->Mounted(work_fd);
+    }
     if (plan.await_network && !*net) {
       if (!req.network) {
         throw DriverError(
@@ -261,6 +272,13 @@ std::unique_ptr<Execution> ContainerDriver::Start(const RunRequest& req) {
   if (req.spec.disk > 0) {
     disk = container::JobDisk::Make(req.attempt_dir, req.spec.disk, plan.HostUid(), plan.HostGid());
     plan.disk_device = disk->device();
+  } else if (!req.spec.files.empty()) {
+    // Into the work dir BuildPlan gave the job's user (its host ids).
+    Fd work(open(plan.work_source.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (work.get() < 0) {
+      throw DriverError("cannot open the job dir " + plan.work_source + ": " + ErrnoText(errno));
+    }
+    WriteJobFiles(work.get(), req.spec.files, plan.HostUid(), plan.HostGid());
   }
   ChildFds fds;
   OpenChildFds(req, &plan, &fds);

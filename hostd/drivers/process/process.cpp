@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/util/mutex.h"
+#include "hostd/drivers/job_files_writer.h"
 
 namespace pgfleet::hostd {
 namespace {
@@ -72,6 +73,20 @@ class ProcessDriver : public Driver {
       throw DriverError(
           "network \"bridge\" needs the container driver (this host runs jobs as plain "
           "processes on the host's network)");
+    }
+    if (!req.spec.files.empty()) {
+      // The job runs as this process's user: the files are its.
+      int work = open(req.job_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (work < 0) {
+        throw DriverError("cannot open the job dir " + req.job_dir + ": " + std::strerror(errno));
+      }
+      try {
+        WriteJobFiles(work, req.spec.files, geteuid(), getegid());
+      } catch (...) {
+        close(work);
+        throw;
+      }
+      close(work);
     }
     std::vector<std::string> env_store = JobEnvironment(req);
     std::vector<char*> envp, argv;
