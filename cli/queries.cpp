@@ -32,7 +32,8 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kCreateFormation,  &kDeleteFormation,  &kFormationDone,  &kRemoveHost,
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
                         &kPromote,          &kFormationStatus,  &kRollouts,
-                        &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints});
+                        &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints,
+                        &kPlacementRequest, &kPlacementHosts});
 }
 
 namespace {

@@ -198,3 +198,11 @@ select pgfleet.watch_endpoints(nullif($1, ''));
 
 -- name: cli_unwatch_endpoints
 select pgfleet.unwatch_endpoints();
+
+-- name: cli_placement_request
+-- pgfleet plan: the placement core's view of one job (pgfleet.placement_request).
+select to_jsonb(r)::text as doc from pgfleet.placement_request($1) r;
+
+-- name: cli_placement_hosts
+-- pgfleet plan: every host as a scheduler's snapshot would hold it, or why not.
+select to_jsonb(h)::text as doc from pgfleet.placement_hosts($1, $2) h;
