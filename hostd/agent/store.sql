@@ -33,3 +33,7 @@ select pgfleet.wake_schedulers(array[pgfleet.all_formations()]);
 select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop_force,
        pgfleet.job_spec_json(j)::text as spec, coalesce(j.uid::text, '') as uid
   from pgfleet.host_jobs($1) j;
+
+-- name: hostd_report_rootfs_warm
+-- Only when the set changed since hostd last wrote it (Agent::ReportRootfsIfChanged).
+select pgfleet.report_rootfs_warm($1, $2, $3::text[]);
