@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -61,6 +62,17 @@ bool Command::Parse(const std::vector<std::string>& args) {
   if (!Given("help")) return true;
   std::cout << opts_ << "\n";
   return false;
+}
+
+std::string Command::GivenOtherThan(const std::vector<std::string>& except) const {
+  for (const auto& [name, value] : vm_) {
+    if (value.defaulted() || name == "db" || name == "token-file" || name == "json" ||
+        name == "raw" || (positional_ && name == positional_)) {
+      continue;
+    }
+    if (std::find(except.begin(), except.end(), name) == except.end()) return name;
+  }
+  return "";
 }
 
 std::unique_ptr<pqxx::connection> Command::Connect() const {

@@ -76,6 +76,9 @@ class Command {
 
   // True when the option was given on the command line (after Parse).
   bool Given(const char* option) const { return vm_.count(option) > 0; }
+  // The first option given other than `except` and the common ones ("" when
+  // none): for options that exclude each other's kind (plan --job).
+  std::string GivenOtherThan(const std::vector<std::string>& except) const;
 
   // --json was given (listings only).
   bool json() const { return json_; }
@@ -154,5 +157,6 @@ int CmdFs(const std::vector<std::string>& args);
 int CmdExec(const std::vector<std::string>& args);
 int CmdEndpoints(const std::vector<std::string>& args);
 int CmdQuotas(const std::vector<std::string>& args);
+int CmdPlan(const std::vector<std::string>& args);
 
 }  // namespace pgfleet::cli

@@ -33,6 +33,8 @@ const char* kUsage =
     "  events [JOB] [-f]                job event history\n"
     "  formation create|update|status|history|revert|promote|scale|done|delete|list\n"
     "                                   manage formations, their versions and rollouts\n"
+    "  plan --job JOB | plan [run's options] -- CMD\n"
+    "                                   where a job would be placed, and why not elsewhere\n"
     "  hosts                            list hosts\n"
     "  endpoints [FORMATION] [--watch]  where running jobs listen (host:port, bridge address)\n"
     "  drain HOST                       no new work on HOST\n"
@@ -80,7 +82,8 @@ int main(int argc, char** argv) {
       {"events", CmdEvents},       {"hosts", CmdHosts},  {"status", CmdStatus},
       {"drain", CmdDrain},         {"host", CmdHost},    {"formation", CmdFormation},
       {"wait", CmdWait},           {"fs", CmdFs},        {"exec", CmdExec},
-      {"endpoints", CmdEndpoints}, {"quotas", CmdQuotas}};
+      {"endpoints", CmdEndpoints}, {"quotas", CmdQuotas},
+      {"plan", CmdPlan}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

@@ -33,7 +33,7 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
                         &kPromote,          &kFormationStatus,  &kRollouts,
                         &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints,
-                        &kOwnerQuotas,      &kStartTime});
+                        &kOwnerQuotas,      &kStartTime,        &kPlacementRequest, &kPlacementHosts});
 }
 
 namespace {

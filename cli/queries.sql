@@ -224,3 +224,11 @@ select pgfleet.unwatch_endpoints();
 -- name: cli_owner_quotas
 -- pgfleet.owner_quota_status as the caller may see it (a submitter: its own).
 select to_jsonb(q)::text as doc from pgfleet.owner_quota_status q order by q.owner;
+
+-- name: cli_placement_request
+-- pgfleet plan: the placement core's view of one job (pgfleet.placement_request).
+select to_jsonb(r)::text as doc from pgfleet.placement_request($1) r;
+
+-- name: cli_placement_hosts
+-- pgfleet plan: every host as a scheduler's snapshot would hold it, or why not.
+select to_jsonb(h)::text as doc from pgfleet.placement_hosts($1, $2) h;

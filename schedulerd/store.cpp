@@ -148,6 +148,7 @@ std::vector<PendingJob> ReadPending(pqxx::transaction_base& tx, const std::strin
     p.request.pinned_host = r["pinned_host"].as<std::string>();
     p.request.bridge = r["bridge"].as<bool>();
     p.request.ports = PortsOf(r["ports"].as<std::string>());
+    p.request.rootfs = r["rootfs"].as<std::string>();
     p.reason = r["reason"].as<std::string>();
     p.owner = r["owner"].as<std::string>();
     out.push_back(std::move(p));
@@ -199,6 +200,10 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
       c.api_url = r["api_url"].as<std::string>();
       c.isolates = r["isolates"].as<bool>();
       c.ticket_key = r["ticket_key"].as<std::string>();
+      c.rootfs_warm.clear();
+      for (const auto& name : json::parse(r["rootfs_warm"].as<std::string>())) {
+        c.rootfs_warm.insert(name.get<std::string>());
+      }
     }
   }
   std::vector<SnapshotHost> out;
@@ -216,6 +221,7 @@ std::vector<SnapshotHost> LoadHostSnapshot(pqxx::transaction_base& tx, HostConfi
     h.view.memory_allocated = r["memory_allocated"].as<int>();
     h.view.labels = it->second.labels;
     h.view.isolates = it->second.isolates;
+    h.view.rootfs_warm = it->second.rootfs_warm;
     h.view.condition = r["condition"].as<std::string>();
     h.view.bridge = r["bridge"].as<bool>();
     h.view.port_lo = r["port_lo"].as<int>();

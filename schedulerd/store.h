@@ -115,13 +115,15 @@ struct SnapshotHost {
   int suspensions = 0;     // hosts.suspensions: failed dispatches since its last success
 };
 // What a scheduler keeps of a host between passes, read again only when the
-// host's config_version moves (labels, API URL, driver, ticket key).
+// host's config_version moves (labels, API URL, driver, ticket key, the
+// root filesystems it ran recently).
 struct HostConfig {
   int64_t version = 0;
   std::map<std::string, std::string> labels;
   std::string api_url;
   bool isolates = true;
   std::string ticket_key;
+  std::set<std::string> rootfs_warm;  // pgfleet.host_rootfs
 };
 using HostConfigs = std::unordered_map<std::string, HostConfig>;  // by host id
 // Feasible hosts: up, heartbeat fresh by the database clock, not suspended.

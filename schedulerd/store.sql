@@ -75,7 +75,8 @@ select q.owner, coalesce(q.max_cpu, -1)::bigint as max_cpu,
 select * from (
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
          j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
-         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner,
+         coalesce(j.rootfs, '') as rootfs
     from pgfleet.jobs j
    where j.formation = $1 and j.state = 'pending' and j.desired_state = 'run'
      and j.not_before is null
@@ -83,7 +84,8 @@ select * from (
  union all
  (select j.id, j.cpu, j.memory, j.priority, j.constraints::text as constraints,
          j.privileged, coalesce(j.error, '') as reason, coalesce(j.pinned_host, '') as pinned_host,
-         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner
+         j.network = 'bridge' as bridge, coalesce(j.ports::text, '') as ports, j.owner,
+         coalesce(j.rootfs, '') as rootfs
     from pgfleet.jobs j
    where j.state = 'pending' and j.not_before is not null and j.not_before <= now()
      and j.formation = $1 and j.desired_state = 'run'
@@ -119,8 +121,10 @@ select h.id, h.cpu, h.memory, h.cpu_allocated, h.memory_allocated from pgfleet.h
 -- name: schedulerd_load_host_configs
 select h.id, h.config_version, h.labels::text as labels, h.api_url,
        pgfleet.driver_isolates(h.driver) as isolates,
-       coalesce(encode(k.key, 'hex'), '') as ticket_key
+       coalesce(encode(k.key, 'hex'), '') as ticket_key,
+       coalesce(array_to_json(r.names)::text, '[]') as rootfs_warm
   from pgfleet.hosts h left join pgfleet.host_keys k on k.host_id = h.id
+  left join pgfleet.host_rootfs r on r.host_id = h.id  -- pgfleet.report_rootfs_warm bumps the version
  where h.id = any($1::text[]);
 
 -- name: schedulerd_assign_jobs

@@ -102,19 +102,23 @@ bool HasRoom(const JobRequest& job, const std::vector<HostView>& hosts, size_t i
   return Fits(job, hosts[i]) && (job.ports.empty() || PortsFit(job, hosts[i], free[i]));
 }
 
-// Stages 1 and 2, feasibility by room and bin-pack rank: the index of the
-// fullest-after-placement host among `matching` that has room for `job` now,
-// or kNoHost.
+// Stages 1 and 2, feasibility by room and rank (RanksBefore): the index of
+// the host among `matching` that has room for `job` now, warm for its rootfs
+// if one is, the fullest after placement among those, or kNoHost.
 size_t PickHost(const JobRequest& job, const std::vector<size_t>& matching,
                 const std::vector<HostView>& hosts, const FreePorts& free) {
   size_t best = kNoHost;
+  bool best_warm = false;
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
     if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, hosts, i, free)) continue;
+    const bool warm = IsWarm(job, host);
     const Fullness fullness = FullnessAfter(job, host);
-    if (best == kNoHost || Fuller(fullness, best_fullness)) {
+    if (best == kNoHost || (warm && !best_warm) ||
+        (warm == best_warm && Fuller(fullness, best_fullness))) {
       best = i;
+      best_warm = warm;
       best_fullness = fullness;
     }
   }
@@ -141,8 +145,8 @@ std::map<std::string, int> SpreadCounts(const std::string& key, const std::vecto
 }
 
 // Stage 2 for a job with a spread: among `matching` hosts with room, the one
-// whose spread value holds the fewest of the formation's jobs, the fullest
-// after placing it among those; kNoHost when none has room. One pass over
+// whose spread value holds the fewest of the formation's jobs, then warm for
+// its rootfs, then the fullest after placing it; kNoHost when none has room. One pass over
 // the hosts to count, one over the matching ones to rank.
 size_t PickSpreadHost(const JobRequest& job, const std::vector<size_t>& matching,
                       const std::vector<HostView>& hosts, const HostCounts& counts,
@@ -150,16 +154,20 @@ size_t PickSpreadHost(const JobRequest& job, const std::vector<size_t>& matching
   const std::map<std::string, int> by_value = SpreadCounts(job.spread, hosts, counts);
   size_t best = kNoHost;
   int best_count = 0;
+  bool best_warm = false;
   Fullness best_fullness;
   for (size_t i : matching) {
     const HostView& host = hosts[i];
     if (!HasCapacity(host) || !host.condition.empty() || !HasRoom(job, hosts, i, free)) continue;
     const int count = by_value.at(SpreadValue(job.spread, host));
+    const bool warm = IsWarm(job, host);
     const Fullness fullness = FullnessAfter(job, host);
     if (best == kNoHost || count < best_count ||
-        (count == best_count && Fuller(fullness, best_fullness))) {
+        (count == best_count &&
+         ((warm && !best_warm) || (warm == best_warm && Fuller(fullness, best_fullness))))) {
       best = i;
       best_count = count;
+      best_warm = warm;
       best_fullness = fullness;
     }
   }
@@ -284,6 +292,16 @@ bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b) {
   return a.id < b.id;
 }
 
+bool IsWarm(const JobRequest& job, const HostView& host) {
+  return !job.rootfs.empty() && host.rootfs_warm.count(job.rootfs) > 0;
+}
+
+bool RanksBefore(const JobRequest& job, const HostView& a, const HostView& b) {
+  const bool wa = IsWarm(job, a);
+  if (wa != IsWarm(job, b)) return wa;
+  return PacksTighter(job, a, b);
+}
+
 bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
                    const std::vector<HostView>& hosts, const HostCounts& counts) {
   const auto by_value = SpreadCounts(job.spread, hosts, counts);
@@ -294,7 +312,7 @@ bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
   const int ca = count(a);
   const int cb = count(b);
   if (ca != cb) return ca < cb;
-  return PacksTighter(job, a, b);
+  return RanksBefore(job, a, b);
 }
 
 Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hosts) {

@@ -2,8 +2,10 @@
 // The pure placement core: given pending jobs and a snapshot of hosts, decide
 // which job goes where. No database, no clock, no I/O (see README.md here).
 //
-//   jobs (priority order) --> feasibility (fits? labels match?) --> rank (bin-pack)
+//   jobs (priority order) --> feasibility (fits? labels match?)
+//                         --> rank (spread, then warm rootfs, then bin-pack)
 //                         --> plan (placements + reasons for the unplaced)
+// explain.h says the same for one job host by host (pgfleet plan).
 
 #include <cstdint>
 #include <map>
@@ -34,6 +36,10 @@ struct HostView {
   int port_lo = 0;
   int port_hi = -1;
   std::set<int> ports_held;
+  // The root filesystems it ran recently (hosts.rootfs_warm, reported by
+  // hostd): a job naming one of them ranks this host first among the
+  // feasible ones of equal spread (RanksBefore).
+  std::set<std::string> rootfs_warm;
 };
 
 struct JobRequest {
@@ -56,6 +62,9 @@ struct JobRequest {
   // Named ports (jobs.ports): 0 = any free port of the host's range, N =
   // host port N (inside the range unless privileged). All on one host.
   std::map<std::string, int> ports;
+  // Its root filesystem (jobs.rootfs; "": the host's): hosts that ran it
+  // recently rank first (warm-host affinity).
+  std::string rootfs;
 };
 
 // How many of the formation's jobs each host already runs (host id -> count):
@@ -109,6 +118,16 @@ bool PlacesBefore(const JobRequest& a, const JobRequest& b);
 // host id. Both hosts must have cpu_total > 0 and memory_total > 0.
 bool PacksTighter(const JobRequest& job, const HostView& a, const HostView& b);
 
+// True when `host` ran `job`'s root filesystem recently (never for a job
+// without one).
+bool IsWarm(const JobRequest& job, const HostView& host);
+
+// The rank among feasible hosts of a job without a spread: a host warm for
+// its rootfs (IsWarm) before a cold one, then PacksTighter. Warmth never
+// makes a host feasible and never reorders jobs: it only picks among the
+// hosts that already have room, for the job whose turn it is.
+bool RanksBefore(const JobRequest& job, const HostView& a, const HostView& b);
+
 // The reason of a job that would fit an empty matching host but none now:
 // "waiting for capacity: needs 500m cpu, 64 MiB memory".
 std::string CapacityReason(const JobRequest& job);
@@ -119,12 +138,14 @@ Unplaced ExplainUnplaced(const JobRequest& job, const std::vector<HostView>& hos
 
 // The spread rank of a job with a spread: true when placing it on `a` leaves
 // its spread more even than on `b` (fewer of the formation's jobs on a's
-// spread value, counted from `counts`), then PacksTighter.
+// spread value, counted from `counts`), then RanksBefore (warm, then
+// fuller): warmth picks among equally spread hosts, never against the spread.
 bool SpreadsBetter(const JobRequest& job, const HostView& a, const HostView& b,
                    const std::vector<HostView>& hosts, const HostCounts& counts);
 
 // Places jobs in order of priority (higher first, then lower id first), each on
-// the feasible host that is fullest after placing it (bin-packing), or for a
+// the feasible host RanksBefore puts first (warm for its rootfs, then fullest
+// after placing it: bin-packing), or for a
 // job with a spread on the feasible host its spread ranks first (`running`:
 // the formation's jobs already on each host), updating the in-memory
 // allocation and counts as it goes so one plan never overcommits a host.

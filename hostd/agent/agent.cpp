@@ -61,6 +61,11 @@ void Agent::Register(pqxx::connection& conn) {
   std::chrono::milliseconds db_ttl = store::HostTtl(tx);
   tx.commit();
   registered_ = true;
+  // A new generation: the warm set is written again once it has names (a
+  // host that never ran a rootfs writes nothing; a restarted one keeps what
+  // its previous life wrote until it starts one).
+  rootfs_written_.reset();
+  if (!supervisor_ || supervisor_->RecentRootfs().empty()) rootfs_written_.emplace();
   watchdog_.NoteContact(sent);
   auto ttl = std::min(config_.host_ttl, db_ttl);
   if (ttl != watchdog_.ttl()) SetTtl(ttl);
@@ -110,6 +115,26 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     return;
   }
   watchdog_.NoteContact(sent);
+  ReportRootfsIfChanged(conn);
+}
+
+void Agent::ReportRootfsIfChanged(pqxx::connection& conn) {
+  if (!supervisor_) return;
+  std::vector<std::string> names = supervisor_->RecentRootfs();
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  if (rootfs_written_ == sorted) return;
+  try {
+    pqxx::nontransaction tx(conn);
+    store::ReportRootfsWarm(tx, config_.id, generation_, names);
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (const pqxx::sql_error& e) {
+    // Advisory: a refused set is not sent again until it changes, and
+    // never fails the heartbeat it follows.
+    spdlog::warn("host={} warm rootfs set refused: {}", config_.id, e.what());
+  }
+  rootfs_written_ = std::move(sorted);
 }
 
 std::string Agent::Condition() {

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/db/connection.h"
@@ -96,6 +97,9 @@ class Agent {
  private:
   void Register(pqxx::connection& conn);
   void Heartbeat(pqxx::connection& conn);
+  // Writes the supervisor's RecentRootfs when its names differ from those
+  // last written in this registration (one statement then, none otherwise).
+  void ReportRootfsIfChanged(pqxx::connection& conn);
   // What stops this host from taking new work now ("" when nothing does):
   // disk pressure, the data directory's filesystem at or above
   // --disk-full-percent. Logged when it starts and when it clears.
@@ -149,6 +153,8 @@ class Agent {
   int db_stops_ = 0;
   std::string last_error_;                // logged once until a step succeeds again
   bool disk_pressure_ = false;            // as of the latest heartbeat
+  // The warm rootfs names last written, sorted; nullopt: none yet this registration.
+  std::optional<std::vector<std::string>> rootfs_written_;
   std::deque<model::Report> quarantine_;  // reports the database refused (Quarantine)
   bool ttl_warned_ = false;
   UsageSampler usage_;              // live usage, sent with heartbeats

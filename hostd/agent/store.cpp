@@ -15,7 +15,7 @@ using nlohmann::json;
 
 void Prepare(pqxx::connection& conn) {
   db::PrepareAll(conn, {&kRegisterHost, &kSetHostKey, &kHostTtl, &kHeartbeat, &kReportJobs,
-                        &kWakeSchedulers, &kHostJobs});
+                        &kWakeSchedulers, &kHostJobs, &kReportRootfsWarm});
 }
 
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
@@ -26,6 +26,11 @@ int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config) {
   // In the same transaction: a registered host always has the key its tickets are signed with.
   db::Exec(tx, kSetHostKey, config.id, config.ticket_key);
   return row["generation"].as<int64_t>();
+}
+
+void ReportRootfsWarm(pqxx::transaction_base& tx, const std::string& host, int64_t generation,
+                      const std::vector<std::string>& names) {
+  db::Exec(tx, kReportRootfsWarm, host, generation, db::ArrayParam(names));
 }
 
 std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx) {

@@ -30,6 +30,11 @@ void Prepare(pqxx::connection& conn);
 // Registers (or re-registers) the host; returns its new generation.
 int64_t RegisterHost(pqxx::transaction_base& tx, const HostConfig& config);
 
+// pgfleet.report_rootfs_warm: the root filesystems the host ran recently,
+// newest first (Supervisor::RecentRootfs).
+void ReportRootfsWarm(pqxx::transaction_base& tx, const std::string& host, int64_t generation,
+                      const std::vector<std::string>& names);
+
 // pgfleet.host_ttl(): how long schedulers let a host go without a heartbeat.
 std::chrono::milliseconds HostTtl(pqxx::transaction_base& tx);
 

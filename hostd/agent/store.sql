@@ -37,3 +37,7 @@ select j.id, j.attempt, j.state, j.desired_state = 'stop' as stop_wanted, j.stop
        case when j.state = 'assigned' then pgfleet.job_spec_json(j)::text else '' end as spec,
        coalesce(j.uid::text, '') as uid
   from pgfleet.host_jobs($1) j;
+
+-- name: hostd_report_rootfs_warm
+-- Only when the set changed since hostd last wrote it (Agent::ReportRootfsIfChanged).
+select pgfleet.report_rootfs_warm($1, $2, $3::text[]);

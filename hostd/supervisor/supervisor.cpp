@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "core/util/mutex.h"
@@ -230,6 +231,13 @@ Supervisor::StartResult Supervisor::Start(int64_t job_id, int attempt, const mod
   }
   rec->handle = started;
   rec->pid = started.job_pid;
+  if (!spec.rootfs.empty()) {
+    // Newest first, each once (the schedulers' warm-host affinity).
+    recent_rootfs_.erase(std::remove(recent_rootfs_.begin(), recent_rootfs_.end(), spec.rootfs),
+                         recent_rootfs_.end());
+    recent_rootfs_.push_front(spec.rootfs);
+    if (recent_rootfs_.size() > kRecentRootfs) recent_rootfs_.pop_back();
+  }
   spdlog::info("job={} attempt={} started pid={} shim={} driver={}", job_id, attempt, rec->pid,
                rec->handle.shim.pid, options_.driver);
   if (fenced_) {

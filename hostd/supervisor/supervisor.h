@@ -253,6 +253,11 @@ class Supervisor {
   // The live attempts (not ended), each as "job/attempt/uid": what
   // pgfleet.heartbeat digests of the database's view of this host.
   std::vector<std::string> LiveAttemptKeys() const;
+  // The root filesystems (JobSpec::rootfs) of the attempts this hostd started
+  // most recently, newest first, each once, at most kRecentRootfs: what the
+  // agent reports as the host's warm set (pgfleet.report_rootfs_warm).
+  std::vector<std::string> RecentRootfs() const;
+  static constexpr size_t kRecentRootfs = 16;
 
  private:
   // The host id when attempts run in the container driver's cgroups, else "".
@@ -330,6 +335,7 @@ class Supervisor {
   util::CondVar cv_;                      // signalled when an attempt ends
   std::map<Key, std::shared_ptr<Record>> records_ GUARDED_BY(mu_);
   std::deque<Key> finished_ GUARDED_BY(mu_);  // in the order they ended
+  std::deque<std::string> recent_rootfs_ GUARDED_BY(mu_);  // RecentRootfs
   bool fenced_ GUARDED_BY(mu_) = false;
   std::string fence_reason_ GUARDED_BY(mu_);
   int threads_ GUARDED_BY(mu_) = 0;  // stopper threads running

@@ -70,6 +70,11 @@ std::vector<std::string> Supervisor::LiveAttemptKeys() const {
   return out;
 }
 
+std::vector<std::string> Supervisor::RecentRootfs() const {
+  util::MutexLock lock(mu_);
+  return {recent_rootfs_.begin(), recent_rootfs_.end()};
+}
+
 size_t Supervisor::LiveCount() const {
   util::MutexLock lock(mu_);
   size_t n = 0;

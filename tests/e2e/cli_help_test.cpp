@@ -36,6 +36,7 @@ const std::vector<HelpCase>& Cases() {
       {"events", {"events", "--help"}},
       {"hosts", {"hosts", "--help"}},
       {"endpoints", {"endpoints", "--help"}},
+      {"plan", {"plan", "--help"}},
       {"status", {"status", "--help"}},
       {"quotas", {"quotas", "--help"}},
       {"drain", {"drain", "--help"}},
@@ -80,6 +81,8 @@ TEST(CliHelpTest, EveryHelpIsItsGoldenFileAndShowsNoInternalOption) {
     // The words a command collects are named in its usage line, never
     // offered as options; the token is for commands that reach hosts' APIs.
     for (const char* internal : {"--args", "--job ", "--command", "--job\n"}) {
+      // plan's --job is a real option (a pending job), not a collected word.
+      if (c.file == "plan" && std::string(internal).rfind("--job", 0) == 0) continue;
       EXPECT_EQ(std::string::npos, r.out.find(internal)) << internal << " in\n" << r.out;
     }
     bool reads_logs = c.file == "logs" || c.file == "run" || c.file == "fs" || c.file == "exec";
