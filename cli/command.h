@@ -153,5 +153,6 @@ int CmdWait(const std::vector<std::string>& args);
 int CmdFs(const std::vector<std::string>& args);
 int CmdExec(const std::vector<std::string>& args);
 int CmdEndpoints(const std::vector<std::string>& args);
+int CmdUi(const std::vector<std::string>& args);  // cli/ui/ui.cpp
 
 }  // namespace pgfleet::cli
