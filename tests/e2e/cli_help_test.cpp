@@ -37,6 +37,7 @@ const std::vector<HelpCase>& Cases() {
       {"hosts", {"hosts", "--help"}},
       {"endpoints", {"endpoints", "--help"}},
       {"status", {"status", "--help"}},
+      {"ui", {"ui", "--help"}},
       {"drain", {"drain", "--help"}},
       {"host", {"host", "--help"}},
       {"formation", {"formation", "--help"}},

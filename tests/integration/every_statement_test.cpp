@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/queries.sql.h"
+#include "cli/ui/ui_queries.sql.h"
 #include "core/db/queries.sql.h"
 #include "hostd/agent/store.sql.h"
 #include "schedulerd/store.sql.h"
@@ -40,6 +41,7 @@ TEST(EveryStatement, EachProcessStatementPreparesOnAMigratedDatabase) {
       Of("schedulerd/store_rollout.sql", schedulerd::store::kStoreRolloutSqlStatements),
       Of("hostd/agent/store.sql", hostd::store::kStoreSqlStatements),
       Of("cli/queries.sql", cli::kQueriesSqlStatements),
+      Of("cli/ui/ui_queries.sql", cli::ui::kUiQueriesSqlStatements),
       Of("core/db/queries.sql", db::kQueriesSqlStatements),
   };
   std::set<std::string> names;

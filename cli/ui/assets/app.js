@@ -1,7 +1,7 @@
 // The pgfleet dashboard (served by `pgfleet ui`, built into the binary).
 // Plain JS, no framework, nothing fetched but this server's own /api.
 // Everything the database holds reaches the page through textContent or
-// attribute values, never through innerHTML: a job named <script> is text.
+// attribute values, never parsed as markup: a job named <script> is text.
 'use strict';
 
 const view = document.getElementById('view');
