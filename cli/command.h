@@ -158,5 +158,6 @@ int CmdExec(const std::vector<std::string>& args);
 int CmdEndpoints(const std::vector<std::string>& args);
 int CmdQuotas(const std::vector<std::string>& args);
 int CmdPlan(const std::vector<std::string>& args);
+int CmdUi(const std::vector<std::string>& args);  // cli/ui/ui.cpp
 
 }  // namespace pgfleet::cli

@@ -41,6 +41,7 @@ const char* kUsage =
     "  host offline|online|remove HOST  take a host out, bring it back, or forget it\n"
     "  status                           cluster summary\n"
     "  quotas                           owners' quotas and what they use now\n"
+    "  ui [--listen HOST:PORT]          the web dashboard (default 127.0.0.1:7780)\n"
     "every command takes --db DSN (else $PGFLEET_DB, else PG* variables); listings take --json.\n"
     "exit codes: 0 success, 1 failure, 2 usage error; run --wait and wait exit with the job's\n"
     "code, wait --timeout with 124\n";
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
       {"drain", CmdDrain},         {"host", CmdHost},    {"formation", CmdFormation},
       {"wait", CmdWait},           {"fs", CmdFs},        {"exec", CmdExec},
       {"endpoints", CmdEndpoints}, {"quotas", CmdQuotas},
-      {"plan", CmdPlan}};
+      {"plan", CmdPlan},         {"ui", CmdUi}};
   std::string name = argv[1];
   auto it = commands.find(name);
   if (it == commands.end()) {

@@ -39,6 +39,7 @@ const std::vector<HelpCase>& Cases() {
       {"plan", {"plan", "--help"}},
       {"status", {"status", "--help"}},
       {"quotas", {"quotas", "--help"}},
+      {"ui", {"ui", "--help"}},
       {"drain", {"drain", "--help"}},
       {"host", {"host", "--help"}},
       {"formation", {"formation", "--help"}},

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/queries.sql.h"
+#include "cli/ui/ui_queries.sql.h"
 #include "core/db/queries.sql.h"
 #include "hostd/agent/store.sql.h"
 #include "schedulerd/store.sql.h"
@@ -42,6 +43,7 @@ TEST(EveryStatement, EachProcessStatementPreparesOnAMigratedDatabase) {
       Of("schedulerd/store_preemption.sql", schedulerd::store::kStorePreemptionSqlStatements),
       Of("hostd/agent/store.sql", hostd::store::kStoreSqlStatements),
       Of("cli/queries.sql", cli::kQueriesSqlStatements),
+      Of("cli/ui/ui_queries.sql", cli::ui::kUiQueriesSqlStatements),
       Of("core/db/queries.sql", db::kQueriesSqlStatements),
   };
   std::set<std::string> names;
