@@ -61,6 +61,16 @@ Scheduler::Scheduler(Config config, metrics::Registry& metrics)
       work_conn_(config_.dsn, "work connection") {
   work_conn_.SetOnConnect(store::Prepare);
   listen_conn_.SetOnConnect(store::PrepareListen);
+  // Counters a dashboard graphs are exported from the start, at 0, not
+  // only once the first event happens (a rate over a missing series is no
+  // data, not zero).
+  for (const char* name :
+       {"pgfleet_scheduler_jobs_assigned_total", "pgfleet_scheduler_dispatches_total",
+        "pgfleet_scheduler_dispatch_failures_total",
+        "pgfleet_scheduler_dispatches_unanswered_total", "pgfleet_scheduler_hosts_lost_total",
+        "pgfleet_scheduler_jobs_lost_total", "pgfleet_scheduler_errors_total"}) {
+    metrics_.Add(name, 0);
+  }
 }
 
 Scheduler::~Scheduler() {

@@ -54,9 +54,12 @@ language sql stable as $$
                 when h.memory <= 0 or h.memory::bigint - h.memory_allocated < h.r_memory then 'memory'
                 when not h.ports_fit then 'ports'
            end as kind,
+           -- the detail of the kind above: its branches in the same order
            case when h.not_up is not null then h.not_up
                 when h.r_pinned <> '' and h.r_pinned <> h.id then h.r_pinned
                 when h.lacks is not null then h.lacks
+                when not h.r_privileged and not h.isolates then ''
+                when h.r_bridge and not h.bridge then ''
                 when h.condition <> '' then split_part(h.condition, ':', 1)
                 else '' end as detail,
            -- the formation's live jobs on the host's spread value (0 without a spread)

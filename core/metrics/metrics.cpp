@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "core/util/mutex.h"
@@ -20,9 +21,13 @@ std::string Labels(const std::string& name) {
   return name.substr(open + 1, name.size() - open - 2);
 }
 
+// The shortest text that reads back as v (0.0025, not 0.0025000000000000001).
 std::string Number(double v) {
   char text[64];
-  std::snprintf(text, sizeof text, "%.17g", v);
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
   return text;
 }
 

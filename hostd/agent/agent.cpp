@@ -19,6 +19,12 @@ Agent::Agent(HostConfig config, metrics::Registry& metrics)
       usage_(config_.driver, config_.id),
       watchdog_(config_.id, config_.data_dir, config_.host_ttl, metrics) {
   conn_.SetOnConnect(store::Prepare);
+  // Exported at 0 from the start, as a dashboard graphs them.
+  for (const char* name : {"pgfleet_host_starts_total", "pgfleet_host_start_failures_total",
+                           "pgfleet_host_reports_total", "pgfleet_host_self_fences_total"}) {
+    metrics_.Add(name, 0);
+  }
+  metrics_.Set("pgfleet_host_fenced", 0);
   // Back within a heartbeat of the database: the lease counts from the last
   // heartbeat, so a longer wait would fence after a database outage shorter
   // than the TTL (docs/failures-hostd.md, "Database outages").
@@ -91,10 +97,13 @@ void Agent::Heartbeat(pqxx::connection& conn) {
     usage = usage_.Sample(supervisor_->List());
     last_usage_ = Clock::now();
   }
-  pqxx::nontransaction tx(conn);
-  auto status =
-      store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()),
-                       Condition(), with_usage ? &usage : nullptr);
+  // The statement's transaction ends here: the warm rootfs report below is
+  // a statement of its own.
+  auto status = [&] {
+    pqxx::nontransaction tx(conn);
+    return store::Heartbeat(tx, config_.id, generation_, static_cast<int>(supervisor_->LiveCount()),
+                            Condition(), with_usage ? &usage : nullptr);
+  }();
   metrics_.Add("pgfleet_host_heartbeats_total", 1);
   // Gauges of this host (hollow hosts share a registry: the last one's).
   metrics_.Set("pgfleet_host_running_attempts", static_cast<double>(supervisor_->LiveCount()));

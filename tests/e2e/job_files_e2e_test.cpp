@@ -47,7 +47,7 @@ TEST_F(JobFilesE2eTest, AJobRunsItsFileRunShGivenWithDashDashFile) {
   // With sh and an explicit mode, and a binary file (sent as base64).
   const std::string bin = Local("blob", std::string("\x00\x01\x02\xff", 4), 0600);
   auto s = cluster_->Cli({"run", "--wait", "--file", script + ":tool.sh:0700", "--file", bin,
-                          "--", "sh", "-c", "./tool.sh >/dev/null && stat -c '%a %s' tool.sh blob"},
+                          "--", "sh", "-c", "test -x tool.sh && stat -c '%a %s' tool.sh blob"},
                          60s);
   EXPECT_EQ(0, s.exit_code) << s.err;
   EXPECT_EQ("700 " + std::to_string(util::ReadFile(script).size()) + "\n644 4\n", s.out) << s.err;

@@ -29,16 +29,18 @@ class Sampler {
           auto c = db.Connect();
           while (!stop_) {
             pqxx::work tx(*c);
-            over_ += tx.query_value<long long>(
+            over_ += tx.exec1(
                 "select count(*) from pgfleet.hosts h left join lateral ("
                 "  select sum(j.cpu) as cpu, sum(j.memory) as memory from pgfleet.jobs j"
                 "   where j.host_id = h.id and j.state in ('assigned', 'running')) l on true"
                 " where h.cpu_allocated > h.cpu or h.memory_allocated > h.memory"
-                "    or l.cpu > h.cpu or l.memory > h.memory");
+                "    or l.cpu > h.cpu or l.memory > h.memory")[0]
+                    .as<long long>();
             if (!service.empty()) {
-              const int n = tx.query_value<int>(
+              const int n = tx.exec1(
                   "select count(*) from pgfleet.jobs where formation = " + tx.quote(service) +
-                  " and state = 'running' and desired_state = 'run'");
+                  " and state = 'running' and desired_state = 'run'")[0]
+                                  .as<int>();
               min_serving_ = std::min(min_serving_.load(), n);
             }
             tx.commit();

@@ -124,7 +124,8 @@ TEST_F(JobFilesTest, EveryRuleRefusesNamingItselfInSqlAndInTheModelAndChangesNot
   // A NUL cannot be in a jsonb string at all.
   EXPECT_NE("", InsertError(R"({"a": {"content": "x\u0000y"}})"));
   EXPECT_EQ(0, sql_.Num("select count(*) from pgfleet.jobs"));
-  EXPECT_EQ(0, sql_.Num("select count(*) from pgfleet.formations"));
+  // Only the formation every database has (migration 0001) is left.
+  EXPECT_EQ(0, sql_.Num("select count(*) from pgfleet.formations where name <> 'default'"));
   // And what is fine: nested paths, dots inside names, modes with and without the 0.
   const std::string good =
       R"({"run.sh": {"content": "#!/bin/sh\necho hi\n", "mode": "0755"},
@@ -176,12 +177,16 @@ TEST_F(JobFilesTest, TemplateFilesReachReplicasAndAChangeMakesAVersionThatRevert
                 .find("files paths must be relative"));
   EXPECT_EQ(2, sql_.Num("select max(version) from pgfleet.formation_versions"));
   sql_.Exec("select pgfleet.revert('web', 1)");
-  EXPECT_EQ("v1", sql_.Str("select files -> 'run.sh' ->> 'content' from pgfleet.formations"));
+  EXPECT_EQ("v1", sql_.Str("select files -> 'run.sh' ->> 'content' from pgfleet.formations "
+                           "where name = 'web'"));
   // Removing the files is a change too.
   sql_.Exec("select pgfleet.update_formation('web', '{\"files\": null}')");
-  EXPECT_EQ("", sql_.Str("select files::text from pgfleet.formations"));
-  EXPECT_EQ("files", sql_.Str("select array_to_string(changed, ',') from pgfleet.formation_versions "
-                              "order by version desc limit 1"));
+  EXPECT_EQ(1, sql_.Num("select count(*) from pgfleet.formations "
+                        "where name = 'web' and files is null"));
+  EXPECT_EQ("files", sql_.Str("select array_to_string(changed, ',') "
+                              "from pgfleet.formation_versions where formation_id = $1 "
+                              "order by version desc limit 1",
+                              id));
 }
 
 TEST_F(JobFilesTest, OnlyTheOwnerAndOperatorsSeeAJobsFiles) {

@@ -22,12 +22,14 @@ class PreemptionTest : public ::testing::Test {
     alice_ = std::make_unique<Sql>(db_.DsnAs(db_.CreateLogin("alice", {"pgfleet_submitter"})));
     gen_ = owner_.RegisterHost("h1", 4000, 4000);
   }
-  // A job of `priority` (batch unless the formation says otherwise).
+  // A job of `priority` and as much memory as cpu (batch unless the
+  // formation says otherwise), owned by the admin: above the priority
+  // ceiling (setting max_priority) is allowed.
   long long Job(int cpu, int priority, const std::string& formation = "default") {
     return owner_.Num(
         "insert into pgfleet.jobs (formation, command, cpu, memory, priority) "
-        "values ($1, array['sleep', '9'], $2, $2, $3) returning id",
-        formation, cpu, priority);
+        "values ($1, array['sleep', '9'], $2, $3, $4) returning id",
+        formation, cpu, cpu, priority);
   }
   // Assigned to h1 and running there.
   void Run(long long job, int attempt = 1) {
@@ -136,9 +138,10 @@ TEST_F(PreemptionTest, RefusesAndChangesNothingWhenAVictimNoLongerQualifies) {
 TEST_F(PreemptionTest, OnlySchedulersMayPreemptAndBadArgumentsAreRefusedByName) {
   const long long low = Job(1000, 10);
   Run(low);
+  // Of higher priority than low, yet within a submitter's ceiling (max_priority 50).
   const long long mine = alice_->Num(
       "insert into pgfleet.jobs (command, cpu, memory, priority) values (array['true'], 4000, "
-      "4000, 60) returning id");
+      "4000, 50) returning id");
   std::string err = alice_->ErrorOf("select pgfleet.preempt($1, 'h1', $2::bigint[])", mine,
                                     "{" + std::to_string(low) + "}");
   EXPECT_NE(std::string::npos, err.find("needs membership in pgfleet_scheduler")) << err;
@@ -219,8 +222,9 @@ TEST_F(BudgetTest, TwoSchedulersCannotBothTakeTheLastSpareReplica) {
   Sql other(db_.DsnAs(db_.CreateLogin("tom", {"pgfleet_scheduler"})));
   auto conn = db_.Connect();
   pqxx::work a(*conn);  // scheduler A, its transaction open
-  EXPECT_EQ(1, a.query_value<int>("select pgfleet.preempt(" + std::to_string(p1) + ", 'h1', '{" +
-                                  std::to_string(r[0]) + "}')"));
+  EXPECT_EQ(1, a.exec1("select pgfleet.preempt(" + std::to_string(p1) + ", 'h1', '{" +
+                       std::to_string(r[0]) + "}')")[0]
+                   .as<int>());
   // B, meanwhile, for another replica of web: refused at once, not waiting.
   EXPECT_EQ(0, Preempt(p2, "{" + std::to_string(r[1]) + "}"));
   a.commit();
