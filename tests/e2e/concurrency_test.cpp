@@ -72,9 +72,14 @@ class ConcurrencyTest : public ::testing::Test {
           if (f % 2 == 0) {
             // Half the formations arrive as one INSERT ... SELECT.
             pqxx::work tx(*conn);
+            // Priorities 0, 25 and 50, not preemptible: a full fleet must
+            // not preempt its way through the storm, so every job runs
+            // exactly once (preemption has its own tests,
+            // preemption_e2e_test.cpp). The submitted half has priority 50:
+            // nothing here outranks it.
             tx.exec_params(
-                "insert into pgfleet.jobs (formation, command, cpu, memory, priority)"
-                " select $1, array['sh', '-c', 'exit 0'], 100, 32, (g % 3) * 40 from "
+                "insert into pgfleet.jobs (formation, command, cpu, memory, priority, preemptible)"
+                " select $1, array['sh', '-c', 'exit 0'], 100, 32, (g % 3) * 25, false from "
                 "generate_series(1, $2) g",
                 formation, kJobsPerFormation);
             tx.commit();
