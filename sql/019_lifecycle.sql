@@ -27,7 +27,9 @@ begin
     delete from pgfleet.formations where id = v_id;
     return 'deleted';
   end if;
-  update pgfleet.formations set replicas = 0, deleted_at = now(), updated_at = now()
+  -- No replicas, so no disruption budget either (min_available <= replicas).
+  update pgfleet.formations set replicas = 0, min_available = null, deleted_at = now(),
+                                updated_at = now()
    where id = v_id;
   return 'deleted; ' || v_stopped || ' live jobs stopped, history kept';
 end $$;

@@ -245,6 +245,16 @@ TEST_F(BudgetTest, ReplicasAreNotPreemptibleUnlessTheirFormationSaysSo) {
   EXPECT_EQ(1, Preempt(p, "{" + std::to_string(r[0]) + "}"));  // no budget: null
 }
 
+// Deleting a formation with a budget drops the budget with its replicas
+// (min_available <= replicas would otherwise refuse the delete).
+TEST_F(BudgetTest, AFormationWithABudgetCanBeDeleted) {
+  Web("2");
+  EXPECT_EQ("deleted; 3 live jobs stopped, history kept",
+            owner_.Str("select pgfleet.delete_formation('web')"));
+  EXPECT_EQ("", owner_.Str("select coalesce(min_available::text, '') from pgfleet.formations "
+                           "where name = 'web'"));
+}
+
 TEST_F(BudgetTest, MinAvailableOutOfRangeIsRefusedNamingTheRule) {
   Web("2");
   std::string err = owner_.ErrorOf("update pgfleet.formations set min_available = -1");
