@@ -267,24 +267,49 @@ json RolloutChanges(const Command& cmd, const RolloutFlags& flags) {
 
 void AddLimitOptions(Command& cmd, LimitFlags* flags) {
   cmd.Options()("max-running", po::value(&flags->max_running),
-                "jobs assigned or running at once, 1-100000 or none");
+                "jobs assigned or running at once, 1-100000 or none")(
+      "preemptible", po::value(&flags->preemptible),
+      "true, false or default: whether a higher-priority job may stop the jobs it makes "
+      "(default: false for service and system, true otherwise)")(
+      "min-available", po::value(&flags->min_available),
+      "disruption budget: preemption leaves at least this many running, 0-100000 (at most "
+      "--replicas for a service) or none");
 }
 
+namespace {
+// A whole number 0-100000 as a flag's value, or the rule it breaks.
+int WholeNumber(const std::string& flag, const std::string& v, int lo, const std::string& rule) {
+  const bool digits =
+      !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::stoi(v) : -1;
+  if (n < lo || n > 100000) throw UsageError("--" + flag + " must be " + rule + " (got \"" + v + "\")");
+  return n;
+}
+}  // namespace
+
 void AddLimitChanges(const Command& cmd, const LimitFlags& flags, json* changes) {
+  if (cmd.Given("preemptible")) {
+    const std::string& v = flags.preemptible;
+    if (v != "true" && v != "false" && v != "default") {
+      throw UsageError("--preemptible must be true, false or default (got \"" + v + "\")");
+    }
+    (*changes)["preemptible"] = v == "default" ? json() : json(v == "true");
+  }
+  if (cmd.Given("min-available")) {
+    (*changes)["min_available"] =
+        flags.min_available == "none"
+            ? json()
+            : json(WholeNumber("min-available", flags.min_available, 0,
+                               "a whole number from 0 to 100000 or none"));
+  }
   if (!cmd.Given("max-running")) return;
   const std::string& v = flags.max_running;
   if (v == "none") {
     (*changes)["max_running"] = nullptr;
     return;
   }
-  const bool digits =
-      !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
-  const int n = digits ? std::stoi(v) : 0;
-  if (n < 1 || n > 100000) {
-    throw UsageError("--max-running must be a whole number from 1 to 100000 or none (got \"" +
-                     v + "\")");
-  }
-  (*changes)["max_running"] = n;
+  (*changes)["max_running"] =
+      WholeNumber("max-running", v, 1, "a whole number from 1 to 100000 or none");
 }
 
 bool IsVersionSubcommand(const std::string& sub) {

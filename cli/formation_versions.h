@@ -26,6 +26,8 @@ nlohmann::json RolloutChanges(const Command& cmd, const RolloutFlags& flags);
 // formation's jobs may be assigned or running at once (docs/limits.md).
 struct LimitFlags {
   std::string max_running;
+  std::string preemptible;    // true, false or default
+  std::string min_available;  // 0-100000 or none
 };
 void AddLimitOptions(Command& cmd, LimitFlags* flags);
 // Adds the formations columns the given limit flags set to *changes. Throws

@@ -26,6 +26,7 @@ json ToJson(const placement::Explanation& e, const std::map<std::string, int>& n
     if (c.kind == placement::Rejection::kCpu || c.kind == placement::Rejection::kMemory) {
       r["largest_free"] = c.largest_free;
     }
+    if (c.kind == placement::Rejection::kPreemption) r["victims"] = std::stoi(c.detail);
     rejected.push_back(std::move(r));
   }
   return {{"host", e.host.empty() ? json() : json(e.host)},
@@ -88,7 +89,8 @@ int CmdPlan(const std::vector<std::string>& all_args) {
   const Fleet fleet = ReadPlacementHosts(tx, planned);
   tx.abort();  // nothing planned is written; a spec's insert is undone
 
-  placement::Explanation e = placement::ExplainJob(planned.request, fleet.hosts, fleet.running);
+  placement::Explanation e =
+      placement::ExplainJob(planned.request, fleet.hosts, fleet.running, &fleet.preemption);
   for (const auto& [why, n] : fleet.not_up) placement::AddNotUp(&e, why, n);
   if (as_json) {
     std::cout << ToJson(e, fleet.not_up).dump(2) << "\n";

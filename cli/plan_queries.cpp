@@ -58,6 +58,20 @@ Fleet ReadPlacementHosts(pqxx::transaction_base& tx, const Planned& p) {
     if (int n = h.at("formation_jobs").get<int>(); n > 0) f.running[v.id] = n;
     f.hosts.push_back(std::move(v));
   }
+  for (const auto& row : db::Exec(tx, kPreemptionCandidates, p.request.priority)) {
+    placement::RunningJob r;
+    r.id = row["n"].as<int64_t>();
+    r.host_id = row["host_id"].as<std::string>();
+    r.cpu = row["cpu"].as<int>();
+    r.memory = row["memory"].as<int>();
+    r.priority = row["priority"].as<int>();
+    r.preemptible = true;
+    r.formation = row["formation"].as<std::string>();
+    f.preemption.candidates.push_back(std::move(r));
+  }
+  for (const auto& row : db::Exec(tx, kPreemptionBudgets)) {
+    f.preemption.may_lose[row["formation"].as<std::string>()] = row["may_lose"].as<int>();
+  }
   return f;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/placement/placement.h"
+#include "core/placement/explain.h"
 
 namespace pgfleet::cli {
 
@@ -29,6 +30,9 @@ struct Fleet {
   std::vector<placement::HostView> hosts;  // those a pass would place on
   placement::HostCounts running;           // the formation's live jobs per host (its spread)
   std::map<std::string, int> not_up;       // the others, by why: draining, offline, ...
+  // What a scheduler could preempt for the job (pgfleet.preemption_candidates,
+  // ids replaced by their order) and the formations' budgets.
+  placement::PreemptionView preemption;
 };
 // Each host is warm only for the request's own rootfs: all plan learns of them.
 Fleet ReadPlacementHosts(pqxx::transaction_base& tx, const Planned& p);

@@ -33,7 +33,8 @@ void PrepareQueries(pqxx::connection& conn) {
                         &kAdmitHost,        &kUpdateFormation,  &kFormationHistory, &kRevert,
                         &kPromote,          &kFormationStatus,  &kRollouts,
                         &kEndpoints,        &kWatchEndpoints,   &kUnwatchEndpoints,
-                        &kOwnerQuotas,      &kStartTime,        &kPlacementRequest, &kPlacementHosts});
+                        &kOwnerQuotas,      &kStartTime,        &kPlacementRequest, &kPlacementHosts,
+                        &kPreemptionCandidates, &kPreemptionBudgets});
 }
 
 namespace {

@@ -232,3 +232,12 @@ select to_jsonb(r)::text as doc from pgfleet.placement_request($1) r;
 -- name: cli_placement_hosts
 -- pgfleet plan: every host as a scheduler's snapshot would hold it, or why not.
 select to_jsonb(h)::text as doc from pgfleet.placement_hosts($1, $2) h;
+
+-- name: cli_preemption_candidates
+-- pgfleet plan: the jobs a job of priority $1 could preempt (no ids: n).
+select c.n, c.host_id, c.cpu, c.memory, c.priority, c.formation
+  from pgfleet.preemption_candidates($1) c;
+
+-- name: cli_preemption_budgets
+-- pgfleet plan: how many more jobs each formation with a min_available may lose.
+select b.formation, b.may_lose from pgfleet.preemption_budgets() b;

@@ -124,6 +124,7 @@ FormationPass::Placed FormationPass::Place(
     }
     for (auto& a : store.AssignJobs(plan.placements)) {
       done.insert(a.job_id);
+      if (a.since_insert >= 0) out.since_insert.push_back(a.since_insert);
       ++spread[a.host_id];
       charged[a.host_id].first += requests[a.job_id]->cpu;
       charged[a.host_id].second += requests[a.job_id]->memory;
@@ -288,6 +289,9 @@ FormationPassResult FormationPass::Work(
   }
   WriteReasons(store, claimed, placed.reasons);
   metrics_.Add("pgfleet_scheduler_jobs_assigned_total", static_cast<double>(placed.assigned));
+  for (double s : placed.since_insert) {
+    metrics_.Observe("pgfleet_scheduler_insert_to_assigned_seconds", s);
+  }
   if (placed.assigned > 0 || !placed.reasons.empty()) {
     spdlog::info("formation={} id={} claimed={} assigned={} waiting={}", formation.name,
                  formation.id, claimed.size(), placed.assigned, placed.reasons.size());

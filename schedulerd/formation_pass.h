@@ -66,6 +66,7 @@ class FormationPass {
     Targets planned;                     // host id -> assigned jobs (api_url set)
     std::map<int64_t, Waiting> reasons;  // job id -> why it still waits
     size_t assigned = 0;
+    std::vector<double> since_insert;    // first attempts: seconds from insert to assignment
   };
   // Plans `todo` on `hosts` and locks the hosts the plan uses
   // (PassStore::LockHosts), planning again with their allocations as locked, and

@@ -266,7 +266,7 @@ std::vector<Assignment> AssignJobs(pqxx::transaction_base& tx,
     // parse it.
     out.push_back({r["job_id"].as<int64_t>(), r["attempt"].as<int>(),
                    r["host_id"].as<std::string>(), util::SanitizeUtf8(r["spec"].as<std::string>()),
-                   r["uid"].as<std::string>()});
+                   r["uid"].as<std::string>(), r["since_insert"].as<double>()});
   }
   return out;
 }

@@ -150,6 +150,7 @@ struct Assignment {
   std::string host_id;
   std::string spec;  // pgfleet.job_spec_json(j) as text (valid UTF-8): what hostd is sent
   std::string uid;   // jobs.uid ("" for jobs from before it existed)
+  double since_insert = -1;  // seconds from insert to this assignment (attempt 1), else -1
 };
 // pgfleet.assign_jobs: locks the planned jobs still pending (skipping any
 // another transaction holds), charges each host conditionally; returns the

@@ -128,7 +128,16 @@ select h.id, h.config_version, h.labels::text as labels, h.api_url,
  where h.id = any($1::text[]);
 
 -- name: schedulerd_assign_jobs
-select job_id, attempt, host_id, spec, uid from pgfleet.assign_jobs($1::jsonb);
+-- since_insert: seconds from the job's insert to this assignment, on the
+-- database's clock, for a first attempt only (a retry's or a preempted job's
+-- insert is long past), -1 otherwise; one primary-key probe per first
+-- attempt (pgfleet_scheduler_insert_to_assigned_seconds).
+select a.job_id, a.attempt, a.host_id, a.spec, a.uid,
+       case when a.attempt = 1
+            then coalesce((select extract(epoch from now() - j.created_at)::float8
+                             from pgfleet.jobs j where j.id = a.job_id), -1)
+            else -1 end as since_insert
+  from pgfleet.assign_jobs($1::jsonb) a;
 
 -- name: schedulerd_set_pending_reasons
 select pgfleet.set_pending_reasons($1::jsonb);

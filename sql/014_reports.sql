@@ -350,3 +350,25 @@ begin
 end $$;
 comment on function pgfleet.report_jobs(text, bigint, jsonb, boolean) is
   'Applies a batch of reports from a host (running, exited, start_failed, lost, health), each guarded by job, attempt, host and state, set-based: one update of the jobs, one insert of events, one update of the host. Frees resources on exit and requeues failed attempts with backoff while attempts remain (pgfleet.state_after_exit; lost: pgfleet.state_after_host_loss). With p_wake (the default), wakes sleeping schedulers when resources were freed; without it (hostd), wake_schedulers says on every row whether resources were freed while a scheduler sleeps, and the caller then calls pgfleet.wake_schedulers after the commit.';
+
+-- hostd's call: report_jobs without its own wake (hostd wakes the schedulers
+-- after the commit, WakeSchedulers, so its report commits hold no NOTIFY
+-- lock), and for an accepted running report of a first attempt the seconds
+-- from the job's insert to now on the database's clock, -1 otherwise
+-- (pgfleet_host_insert_to_running_seconds; one primary-key probe each). A
+-- host reads no table itself: this reads the created_at of its own jobs only
+-- (report_jobs accepts only the calling host's attempts).
+create or replace function pgfleet.report_jobs_timed(p_host text, p_generation bigint,
+                                                     p_reports jsonb)
+returns table (job_id bigint, attempt integer, kind text, accepted boolean,
+               wake_schedulers boolean, since_insert double precision)
+language sql security definer set search_path = pgfleet, pg_temp as $$
+  select r.job_id, r.attempt, r.kind, r.accepted, r.wake_schedulers,
+         case when r.kind = 'running' and r.accepted and r.attempt = 1
+              then coalesce((select extract(epoch from now() - j.created_at)::float8
+                               from pgfleet.jobs j where j.id = r.job_id), -1)
+              else -1 end
+    from pgfleet.report_jobs(p_host, p_generation, p_reports, false) r
+$$;
+comment on function pgfleet.report_jobs_timed(text, bigint, jsonb) is
+  'hostd''s report call: pgfleet.report_jobs(p_host, p_generation, p_reports, false), one row per report in order, with since_insert: for an accepted running report of a first attempt, seconds from the job''s insert to now (the database''s clock), else -1.';

@@ -12,7 +12,8 @@
 --  "feasible": hosts with room, "not_on": [{"kind", "detail", "hosts",
 --  "largest_free"}, ...] most hosts first}; kinds as the placement core's
 -- (constraint, pinned_elsewhere, not_isolating, no_bridge, condition, cpu,
--- memory, ports, ranked_lower, and not_up with its detail: draining, ...).
+-- memory, ports, preemption with how many victims, ranked_lower, and not_up
+-- with its detail: draining, ...).
 create or replace function pgfleet.explain_request(p_req jsonb) returns jsonb
 language sql stable as $$
   with r as (
@@ -21,7 +22,8 @@ language sql stable as $$
            (p_req ->> 'privileged')::boolean as r_privileged, p_req ->> 'pinned_host' as r_pinned,
            (p_req ->> 'bridge')::boolean as r_bridge, coalesce(p_req -> 'ports', '{}') as r_ports,
            p_req ->> 'rootfs' as r_rootfs, p_req ->> 'formation' as r_formation,
-           coalesce(p_req ->> 'spread', '') as r_spread
+           coalesce(p_req ->> 'spread', '') as r_spread,
+           coalesce((p_req ->> 'priority')::integer, 50) as r_priority
   ), h as (
     select h.*, r.*,
            -- the first constraint (by key, bytewise as std::map) its labels lack
@@ -78,12 +80,26 @@ language sql stable as $$
                           v.cpu::numeric * v.memory) desc,
                       v.id collate "C") as place
       from v where v.kind is null
+  ), turned as (
+    -- A host that lacks cpu or memory, where the job could run once room is
+    -- made (placement::PickVictims' Eligible), and stopping lower-priority
+    -- jobs would make it: "preemption", with how many.
+    select v.id, v.cpu, v.memory, v.cpu_allocated, v.memory_allocated,
+           case when p.victims is not null then 'preemption' else v.kind end as kind,
+           case when p.victims is not null then p.victims::text else v.detail end as detail
+      from v cross join lateral (
+        select case when v.kind in ('cpu', 'memory') and v.r_cpu > 0 and v.r_memory > 0
+                         and v.cpu >= v.r_cpu and v.memory >= v.r_memory and v.ports_fit
+                    then pgfleet.victims_needed(v.id, v.r_cpu - (v.cpu::bigint - v.cpu_allocated),
+                                                v.r_memory - (v.memory::bigint - v.memory_allocated),
+                                                v.r_priority) end as victims) p
+     where v.kind is not null
   ), counted as (
     select v.kind, v.detail, count(*)::integer as hosts,
            case when v.kind = 'cpu' then max(greatest(v.cpu - v.cpu_allocated, 0))
                 when v.kind = 'memory' then max(greatest(v.memory - v.memory_allocated, 0)) end
              as largest_free
-      from v where v.kind is not null group by v.kind, v.detail
+      from turned v group by v.kind, v.detail
     union all
     select 'ranked_lower', '', count(*)::integer, null from ranked where place > 1 having count(*) > 0
   )
@@ -96,7 +112,7 @@ language sql stable as $$
                                  from counted c), '[]'))
 $$;
 comment on function pgfleet.explain_request(jsonb) is
-  'The placement core''s explanation, in SQL, for a request as pgfleet.placement_request returns it (as jsonb): the host it would be placed on now (spread, then warm for its rootfs, then fullest after placing, then the lower id), whether that host is warm, how many hosts have room, and the other hosts counted by the first filter that turns it away (kind, detail, hosts; largest_free for cpu and memory).';
+  'The placement core''s explanation, in SQL, for a request as pgfleet.placement_request returns it (as jsonb): the host it would be placed on now (spread, then warm for its rootfs, then fullest after placing, then the lower id), whether that host is warm, how many hosts have room, and the other hosts counted by the first filter that turns it away (kind, detail, hosts; largest_free for cpu and memory), a host that lacks cpu or memory counted as preemption (detail: how many victims, pgfleet.victims_needed) when stopping lower-priority preemptible jobs would make room.';
 
 create or replace function pgfleet.explain(p_job bigint) returns jsonb
 language plpgsql stable as $$

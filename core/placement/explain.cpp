@@ -66,8 +66,24 @@ HostRejection FirstRejection(const JobRequest& job, const HostView& host) {
   return {};
 }
 
+namespace {
+
+// How many victims PickVictims would stop on `host` alone to make room for
+// `job`, 0 when it finds none.
+size_t VictimsOn(const JobRequest& job, const HostView& host, const PreemptionView& p) {
+  std::vector<RunningJob> here;
+  for (const RunningJob& r : p.candidates) {
+    if (r.host_id == host.id) here.push_back(r);
+  }
+  if (here.empty()) return 0;
+  auto choice = PickVictims(job, {host}, here, p.may_lose);
+  return choice ? choice->victims.size() : 0;
+}
+
+}  // namespace
+
 Explanation ExplainJob(const JobRequest& job, const std::vector<HostView>& hosts,
-                       const HostCounts& running) {
+                       const HostCounts& running, const PreemptionView* preemption) {
   Explanation e;
   // The pick is the scheduler's: the plan of this one job.
   const Plan plan = PlanPlacements({job}, hosts, running);
@@ -91,6 +107,12 @@ Explanation ExplainJob(const JobRequest& job, const std::vector<HostView>& hosts
       }
       Count(&e.rejected, Rejection::kRankedLower, "", 0);
       continue;
+    }
+    if (preemption && (r.kind == Rejection::kCpu || r.kind == Rejection::kMemory)) {
+      if (size_t n = VictimsOn(job, host, *preemption); n > 0) {
+        Count(&e.rejected, Rejection::kPreemption, std::to_string(n), 0);
+        continue;
+      }
     }
     int64_t free = 0;
     if (r.kind == Rejection::kCpu) free = std::max<int64_t>(0, int64_t{host.cpu_total} - host.cpu_allocated);
@@ -155,6 +177,7 @@ const char* KindName(Rejection kind) {
     case Rejection::kCpu: return "cpu";
     case Rejection::kMemory: return "memory";
     case Rejection::kPorts: return "ports";
+    case Rejection::kPreemption: return "preemption";
     case Rejection::kRankedLower: return "ranked_lower";
     case Rejection::kNotUp: return "not_up";
   }
@@ -176,6 +199,8 @@ std::string CountText(const RejectionCount& c) {
     case Rejection::kMemory:
       return n + "lacked memory (largest free " + std::to_string(c.largest_free) + " MiB)";
     case Rejection::kPorts: return n + "lacked ports";
+    case Rejection::kPreemption:
+      return n + "would need preemption of " + c.detail + (c.detail == "1" ? " job" : " jobs");
     case Rejection::kRankedLower: return n + "ranked lower";
     case Rejection::kNotUp: return n + c.detail;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/placement/placement.h"
+#include "core/placement/preemption.h"
 
 namespace pgfleet::placement {
 
@@ -28,6 +29,7 @@ enum class Rejection {
   kCpu,              // less cpu free than asked
   kMemory,           // less memory free than asked (cpu was enough)
   kPorts,            // cpu and memory free, not its ports
+  kPreemption,       // lacks cpu or memory, room if lower-priority jobs stop (detail: how many)
   kRankedLower,      // feasible, another ranked first
   kNotUp,            // not in the snapshot: detail is why (draining, offline, ...)
 };
@@ -64,21 +66,33 @@ struct Explanation {
   bool never_fits = false;
 };
 
+// What PickVictims would choose from (preemption.h): the preemptible jobs
+// of lower priority than the job's, and the formations' budgets.
+struct PreemptionView {
+  std::vector<RunningJob> candidates;
+  std::map<std::string, int> may_lose;
+};
+
 // `hosts`: the snapshot the scheduler places on (up, admitted, heartbeating,
 // not suspended); `running`: the job's formation's jobs per host (its spread).
+// With `preemption`, a host that lacks cpu or memory where PickVictims (on
+// that host alone) finds victims counts as kPreemption with their number:
+// "1 would need preemption of 2 jobs".
 Explanation ExplainJob(const JobRequest& job, const std::vector<HostView>& hosts,
-                       const HostCounts& running = {});
+                       const HostCounts& running = {},
+                       const PreemptionView* preemption = nullptr);
 
 // The kind's name as pgfleet.explain and `plan --json` give it:
 // "constraint", "pinned_elsewhere", "not_isolating", "no_bridge",
-// "condition", "cpu", "memory", "ports", "ranked_lower", "not_up" ("" for kNone).
+// "condition", "cpu", "memory", "ports", "preemption", "ranked_lower",
+// "not_up" ("" for kNone).
 const char* KindName(Rejection kind);
 
 // Adds `n` hosts not in the snapshot for `why` ("draining", "offline", ...).
 void AddNotUp(Explanation* e, const std::string& why, int n);
 
 // "3 filtered by constraint zone=b", "2 lacked memory (largest free 512 MiB)",
-// "1 draining".
+// "1 would need preemption of 2 jobs", "1 draining".
 std::string CountText(const RejectionCount& c);
 
 // The whole answer, two lines:

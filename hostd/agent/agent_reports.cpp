@@ -92,7 +92,10 @@ void Agent::NoteResults(const store::ReportBatchResult& results) {
     if (r.kind && *r.kind != model::ReportKind::kRunning && *r.kind != model::ReportKind::kHealth) {
       supervisor_->MarkReported(r.job, r.attempt, r.uid, r.accepted);
     }
-    if (r.accepted) continue;
+    if (r.accepted) {
+      if (r.since_insert >= 0) metrics_.Observe("pgfleet_host_insert_to_running_seconds", r.since_insert);
+      continue;
+    }
     spdlog::warn("job={} attempt={} report {} rejected: the attempt is no longer current here",
                  r.job, r.attempt, kind);
     metrics_.Add("pgfleet_host_reports_rejected_total", 1);

@@ -89,6 +89,7 @@ ReportBatchResult ReportJobs(pqxx::transaction_base& tx, const std::string& host
     r.attempt = row["attempt"].as<int>();
     r.kind = model::ParseReportKind(row["kind"].as<std::string>());
     r.accepted = row["accepted"].as<bool>();
+    r.since_insert = row["since_insert"].as<double>();
     // One row per report, in their order: the uid is what tells which job
     // the answer is about when this host had two of the same id and attempt.
     const size_t i = out.size();

@@ -66,6 +66,9 @@ struct ReportResult {
   std::optional<model::ReportKind> kind;  // nullopt: a kind this hostd does not know
   bool accepted = false;
   std::string uid;  // the uid the report named (the attempt's job as the host knew it)
+  // An accepted running report of a first attempt: seconds from the job's
+  // insert to now on the database's clock; -1 otherwise.
+  double since_insert = -1;
 };
 // The database's verdicts on a batch, one per report in its order, and
 // whether the batch freed resources while a scheduler sleeps (then

@@ -20,11 +20,12 @@ select state, state = 'lost' as lost, generation,
   from pgfleet.heartbeat($1, $2, $3, $4, $5::jsonb);
 
 -- name: hostd_report_jobs
--- Without the function's own wake: hostd wakes the schedulers after the
--- commit (WakeSchedulers), when the batch says one sleeps, so that its report
--- commits hold no NOTIFY lock.
-select job_id, attempt, kind, accepted, wake_schedulers
-  from pgfleet.report_jobs($1, $2, $3::jsonb, false);
+-- Without report_jobs' own wake: hostd wakes the schedulers after the commit
+-- (WakeSchedulers), when the batch says one sleeps, so that its report
+-- commits hold no NOTIFY lock; with each running report's start latency
+-- (pgfleet.report_jobs_timed).
+select job_id, attempt, kind, accepted, wake_schedulers, since_insert
+  from pgfleet.report_jobs_timed($1, $2, $3::jsonb);
 
 -- name: hostd_wake_schedulers
 select pgfleet.wake_schedulers(array[pgfleet.all_formations()]);

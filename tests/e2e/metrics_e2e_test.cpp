@@ -1,6 +1,7 @@
 // Metrics worth graphing (issue 39 item 4), scraped from real daemons: a
 // scheduler's /metrics has the cluster's gauges (jobs and hosts by state,
-// the oldest pending job's age) and the dispatch histogram; a host's has its
+// the oldest pending job's age) and the dispatch and insert-to-assigned
+// histograms; a host's has its insert-to-running histogram, its
 // running attempts, starts, start failures, report queue depth, fence state
 // and report batch histogram; and every metric the Grafana dashboard
 // (docs/grafana/pgfleet.json) graphs is one of those the daemons export.
@@ -55,7 +56,8 @@ TEST_F(MetricsE2eTest, DaemonsExportTheGaugesAndHistogramsTheDashboardGraphs) {
         sched = Scrape(scheduler_url);
         host = Scrape(host_url);
         return Value(sched, "pgfleet_jobs{state=\"pending\"}") == 1 &&
-               Value(host, "pgfleet_host_starts_total") >= 1;
+               Value(host, "pgfleet_host_starts_total") >= 1 &&
+               Value(host, "pgfleet_host_insert_to_running_seconds_count") >= 1;
       },
       20s))
       << sched << "\n---\n"
@@ -66,6 +68,15 @@ TEST_F(MetricsE2eTest, DaemonsExportTheGaugesAndHistogramsTheDashboardGraphs) {
   EXPECT_GT(Value(sched, "pgfleet_oldest_pending_job_age_seconds"), 0) << sched;
   EXPECT_NE(sched.find("# TYPE pgfleet_scheduler_dispatch_seconds histogram"), std::string::npos);
   EXPECT_GE(Value(sched, "pgfleet_scheduler_dispatch_seconds_count"), 1) << sched;
+  // Start latency on the database's clock: the job that ran was assigned and
+  // reported running once each (a first attempt); the one that waits was not.
+  EXPECT_EQ(1, Value(sched, "pgfleet_scheduler_insert_to_assigned_seconds_count")) << sched;
+  EXPECT_EQ(1, Value(host, "pgfleet_host_insert_to_running_seconds_count")) << host;
+  const double assigned_after = Value(sched, "pgfleet_scheduler_insert_to_assigned_seconds_sum");
+  const double running_after = Value(host, "pgfleet_host_insert_to_running_seconds_sum");
+  EXPECT_GT(assigned_after, 0) << sched;
+  EXPECT_LT(assigned_after, 20) << sched;
+  EXPECT_GE(running_after, assigned_after) << host;
   EXPECT_EQ(0, Value(host, "pgfleet_host_start_failures_total")) << host;
   EXPECT_EQ(0, Value(host, "pgfleet_host_running_attempts")) << host;
   EXPECT_EQ(0, Value(host, "pgfleet_host_fenced")) << host;

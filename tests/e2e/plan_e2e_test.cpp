@@ -113,6 +113,57 @@ TEST_F(PlanTest, AJobWhoseRootfsOnlyOneOfTwoIdleHostsRanLandsThere) {
   EXPECT_EQ("wa-1", HostOf(other.out.substr(0, other.out.find('\n'))));
 }
 
+// A host that lacks room where stopping lower-priority preemptible jobs
+// would make it is counted by how many it would need; plan (the core) and
+// pgfleet.explain (the SQL) say the same, and a job of no higher priority
+// than the jobs running is told only that hosts lack room.
+TEST_F(PlanTest, CountsTheHostsWherePreemptionWouldMakeRoomByHowManyJobs) {
+  Process& scheduler = cluster_.StartScheduler("s1", {"--host-ttl", "3"});
+  for (const char* name : {"qa", "qc", "qb"}) {
+    cluster_.StartHollowHosts(std::string(name) + "-", 1,
+                              {"--cpu", "2000", "--memory", "2048", "--label", "pool=q",
+                               "--label", std::string("name=") + name});
+  }
+  ASSERT_TRUE(cluster_.WaitHostsUp(3, 30s));
+  // qa-1 and qc-1: two preemptible jobs of priority 10 each; qb-1: one that
+  // is not preemptible.
+  db_.Scalar(
+      "insert into pgfleet.jobs (command, cpu, memory, priority, preemptible, constraints, env)"
+      " select '{true}', c, c, 10, p, jsonb_build_object('name', h),"
+      "        '{\"PGFLEET_SIM_SECONDS\": \"600\"}'"
+      "   from (values ('qa', 1000, true), ('qa', 1000, true), ('qc', 1000, true),"
+      "                ('qc', 1000, true), ('qb', 2000, false)) v(h, c, p) returning 1");
+  ASSERT_TRUE(WaitFor([&] {
+    return db_.Count("select count(*) from pgfleet.jobs where state = 'running'") == 5;
+  }, 30s)) << db_.Scalar("select string_agg(id || ' ' || state || ' ' || coalesce(error, ''), '; ') from pgfleet.jobs");
+  scheduler.Stop();  // nothing preempts while we look
+
+  auto whole = cluster_.Cli({"plan", "--priority", "90", "--cpu", "2000", "--memory", "2048",
+                             "--constraint", "pool=q", "--", "true"});
+  EXPECT_EQ(0, whole.exit_code) << whole.err;
+  EXPECT_NE(std::string::npos,
+            whole.out.find("not on 3 hosts: 2 would need preemption of 2 jobs, 1 lacked cpu "
+                           "(largest free 0m)\n"))
+      << whole.out;
+  auto half = cluster_.Cli({"plan", "--priority", "90", "--cpu", "1000", "--memory", "1024",
+                            "--json", "--", "true"});
+  EXPECT_EQ(0, half.exit_code) << half.err;
+  EXPECT_NE(std::string::npos, half.out.find("\"reason\": \"2 would need preemption of 1 job\""))
+      << half.out;
+  EXPECT_NE(std::string::npos, half.out.find("\"victims\": 1")) << half.out;
+  EXPECT_EQ("2 1", db_.Scalar(
+                       "select e ->> 'hosts' || ' ' || (e ->> 'detail') from jsonb_array_elements("
+                       "pgfleet.explain('{\"command\": [\"true\"], \"priority\": 90, \"cpu\": 1000,"
+                       " \"memory\": 1024}'::jsonb) -> 'not_on') e where e ->> 'kind' = 'preemption'"));
+  // Of equal priority: no victims anywhere.
+  auto equal = cluster_.Cli({"plan", "--priority", "10", "--cpu", "1000", "--memory", "1024",
+                             "--", "true"});
+  EXPECT_EQ(0, equal.exit_code) << equal.err;
+  EXPECT_EQ(std::string::npos, equal.out.find("preemption")) << equal.out;
+  EXPECT_NE(std::string::npos, equal.out.find("3 lacked cpu")) << equal.out;
+  EXPECT_EQ(5, db_.Count("select count(*) from pgfleet.jobs"));  // plan submitted nothing
+}
+
 TEST_F(PlanTest, HostileInputGetsClearErrorsAndChangesNothing) {
   cluster_.StartHollowHosts("ph-", 1, {"--cpu", "4000", "--memory", "4096"});
   ASSERT_TRUE(cluster_.WaitHostsUp(1, 30s));

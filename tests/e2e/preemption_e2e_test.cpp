@@ -136,11 +136,14 @@ TEST(PreemptionE2eTest, AServiceWithMinAvailable2Of3LosesAtMostOneReplica) {
   cluster.StartScheduler("s1");
   cluster.StartHost("h1", 3000, 3000);
   ASSERT_TRUE(cluster.WaitHostsUp(1)) << cluster.Logs();
-  db.Scalar(
-      "insert into pgfleet.formations (name, kind, replicas, command, cpu, memory, priority, "
-      "preemptible, min_available) values ('web', 'service', 3, array['sleep', '300'], 1000, "
-      "64, 10, true, 2) returning id");
-  db.Scalar("select pg_notify(pgfleet.work_channel(), pgfleet.all_formations())");
+  // By the CLI, as docs/preemption.md shows it.
+  auto create = cluster.Cli({"formation", "create", "web", "--kind", "service", "--replicas", "3",
+                             "--cpu", "1000", "--memory", "64", "--priority", "10",
+                             "--preemptible", "true", "--min-available", "2", "--", "sleep",
+                             "300"});
+  ASSERT_EQ(0, create.exit_code) << create.out << create.err;
+  EXPECT_EQ("true 2", db.Scalar("select preemptible || ' ' || min_available from pgfleet.formations "
+                             "where name = 'web'"));
   ASSERT_TRUE(WaitFor(
       [&] {
         return db.Count(
@@ -171,6 +174,15 @@ TEST(PreemptionE2eTest, AServiceWithMinAvailable2Of3LosesAtMostOneReplica) {
       << Jobs(db);
   EXPECT_EQ(1, db.Count("select count(*) from pgfleet.job_events where kind = 'preempting'"));
   EXPECT_EQ(0, sampler.over()) << "a host was overcommitted";
+
+  // Back to the kind's default and no budget: the live replicas follow.
+  auto update = cluster.Cli({"formation", "update", "web", "--preemptible", "default",
+                             "--min-available", "none"});
+  ASSERT_EQ(0, update.exit_code) << update.out << update.err;
+  EXPECT_EQ("true true", db.Scalar("select (preemptible is null) || ' ' || (min_available is null) "
+                             "from pgfleet.formations where name = 'web'"));
+  EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs where formation = 'web' and "
+                        "state in ('pending', 'assigned', 'running') and preemptible"));
 }
 
 TEST(PreemptionE2eTest, AJobOfEqualPriorityPreemptsNothingSampledUntilItRuns) {

@@ -27,6 +27,7 @@ TEST(Explain, TheSqlVerdictsAreThePlacementCoresOnRandomFleets) {
   auto conn = db.Connect();
   cli::PrepareQueries(*conn);
   std::mt19937 rng(380);
+  int preempting = 0;  // rounds' counts of kind preemption: the fleets do exercise it
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   for (int round = 0; round < 150; ++round) {
     pqxx::work tx(*conn);
@@ -56,6 +57,18 @@ TEST(Explain, TheSqlVerdictsAreThePlacementCoresOnRandomFleets) {
       if (pick(2)) {
         tx.exec_params0("insert into pgfleet.host_rootfs (host_id, names) values ($1, '{r}')", id);
       }
+      // Jobs running there that a job could preempt or not (priority,
+      // preemptible), and more than the 12 candidates searched sometimes.
+      // Rows only (no triggers): the host's allocation is the fleet's own.
+      tx.exec0("set local session_replication_role = replica");
+      for (int k = pick(3) == 0 ? 14 : pick(4); k > 0; --k) {
+        tx.exec_params0(
+            "insert into pgfleet.jobs (command, cpu, memory, priority, preemptible, state, host_id,"
+            " attempt) values (array['true'], $1, $2, $3, $4, $5, $6, 1)",
+            50 * (1 + pick(12)), 50 * (1 + pick(12)), pick(3) == 0 ? 95 : 10 + 10 * pick(3),
+            pick(4) > 0, pick(5) ? "running" : "assigned", id);
+      }
+      tx.exec0("set local session_replication_role = origin");
     }
     cli::Planned p;
     p.request.cpu = 1 + pick(1200);
@@ -68,6 +81,7 @@ TEST(Explain, TheSqlVerdictsAreThePlacementCoresOnRandomFleets) {
     if (pick(4) == 0) p.request.ports = {{"q", 20000 + pick(3)}};
     if (pick(5) == 0) p.request.pinned_host = "h" + std::to_string(pick(7));
     if (pick(2)) p.request.rootfs = "r";
+    p.request.priority = pick(3) ? 90 : 30;
     p.formation = "default";
     const json req = {{"cpu", p.request.cpu},
                       {"memory", p.request.memory},
@@ -78,15 +92,18 @@ TEST(Explain, TheSqlVerdictsAreThePlacementCoresOnRandomFleets) {
                       {"ports", p.request.ports},
                       {"rootfs", p.request.rootfs},
                       {"formation", p.formation},
-                      {"spread", ""}};
+                      {"spread", ""},
+                      {"priority", p.request.priority}};
     const json sql = json::parse(
         tx.exec_params1("select pgfleet.explain_request($1::jsonb)::text", req.dump())[0]
             .as<std::string>());
 
     const cli::Fleet fleet = cli::ReadPlacementHosts(tx, p);
-    placement::Explanation e = placement::ExplainJob(p.request, fleet.hosts, fleet.running);
+    placement::Explanation e =
+        placement::ExplainJob(p.request, fleet.hosts, fleet.running, &fleet.preemption);
     for (const auto& [why, count] : fleet.not_up) placement::AddNotUp(&e, why, count);
     tx.abort();
+    for (const auto& c : e.rejected) preempting += c.kind == placement::Rejection::kPreemption;
 
     SCOPED_TRACE("round " + std::to_string(round) + ": " + req.dump() + " -> " + sql.dump());
     EXPECT_EQ(sql["would_place_on"].is_null() ? "" : sql["would_place_on"].get<std::string>(),
@@ -102,6 +119,7 @@ TEST(Explain, TheSqlVerdictsAreThePlacementCoresOnRandomFleets) {
     }
     EXPECT_EQ(from_sql, from_core);
   }
+  EXPECT_GE(preempting, 10);
 }
 
 TEST(Explain, ASubmitterExplainsOnlyItsOwnPendingJobsAndASpecLeavesNothing) {

@@ -95,6 +95,44 @@ TEST(Explain, SpreadIsARankTerm) {
   EXPECT_EQ(e.rank[0], "spread: 0 of its formation's jobs on zone=b");
 }
 
+// A host that lacks room counts as "would need preemption of N" when
+// stopping N lower-priority preemptible jobs there frees enough (N the
+// fewest, within budgets); otherwise it keeps its cpu or memory kind.
+TEST(Explain, CountsHostsWherePreemptionWouldMakeRoomByVictims) {
+  JobRequest job = Job(1, 2000, 2000, 90);
+  auto run = [](int64_t id, std::string host, int size, int priority, bool preemptible = true,
+                std::string formation = "default") {
+    return RunningJob{id, std::move(host), size, size, priority, preemptible,
+                      std::move(formation)};
+  };
+  PreemptionView p;
+  p.candidates = {
+      run(1, "h1", 2000, 10),                        // h1: one victim frees enough
+      run(2, "h2", 1000, 10), run(3, "h2", 1000, 20),  // h2: two
+      run(4, "h3", 2000, 95),                        // h3: higher priority: none
+      run(5, "h4", 2000, 10, false),                 // h4: not preemptible
+      run(6, "h5", 2000, 10, true, "web"),           // h5: its formation's budget is spent
+      run(7, "h6", 2000, 10)};                       // h6: too small even when empty
+  p.may_lose = {{"web", 0}};
+  auto full = [&](std::string id, int size) {
+    HostView h = Host(id, size, size);
+    for (const auto& r : p.candidates) {
+      if (r.host_id == id) h = Used(h, h.cpu_allocated + r.cpu, h.memory_allocated + r.memory);
+    }
+    return h;
+  };
+  const std::vector<HostView> hosts = {full("h1", 2000), full("h2", 2000), full("h3", 2000),
+                                       full("h4", 2000), full("h5", 2000), full("h6", 1500)};
+  const Explanation e = ExplainJob(job, hosts, {}, &p);
+  EXPECT_EQ(ExplanationText(e),
+            "would not place now: waiting for capacity: needs 2000m cpu, 2000 MiB memory\n"
+            "not on 6 hosts: 4 lacked cpu (largest free 0m), 1 would need preemption of 1 job, 1 "
+            "would need preemption of 2 jobs\n");
+  // Without the candidates (or for a job of lower priority) nothing changes.
+  EXPECT_EQ(ExplainJob(job, hosts).rejected.size(), 1u);
+  EXPECT_EQ(ExplainJob(Job(1, 2000, 2000, 5), hosts, {}, &p).rejected.size(), 1u);
+}
+
 // Over random fleets: a host has no rejection exactly when the plan of the
 // job alone on that host places it, and the explanation's pick is the plan's.
 TEST(Explain, VerdictsAreThePlansOnRandomFleets) {
