@@ -36,6 +36,25 @@ end $$;
 comment on function pgfleet.delete_formation(text) is
   'Operator control: stops the formation''s live jobs (service replicas included) and deletes it. Its finished jobs and events stay (the row is kept, marked deleted_at, until retention prunes the last of them); it takes no new jobs until created again.';
 
+-- A plain INSERT of a formation whose name a deleted formation still holds
+-- (its row kept for its jobs' history) creates it anew, as `pgfleet formation
+-- create` does: the deleted row goes (its versions with it) and the new one
+-- takes the name. The jobs' history stays under the name: their foreign key
+-- on it is checked at commit, when the new row holds it. A live formation's
+-- name is still refused by the unique name.
+create or replace function pgfleet.formations_reuse_deleted_name() returns trigger
+language plpgsql security definer set search_path = pgfleet, pg_temp as $$
+begin
+  delete from pgfleet.formations f where f.name = new.name and f.deleted_at is not null;
+  return new;
+end $$;
+comment on function pgfleet.formations_reuse_deleted_name() is
+  'BEFORE INSERT on formations: removes the row of a deleted formation of the same name (kept for its jobs'' history), so that inserting the name creates the formation anew; the jobs keep the name.';
+drop trigger if exists formations_reuse_deleted_name on pgfleet.formations;
+create trigger formations_reuse_deleted_name
+  before insert on pgfleet.formations
+  for each row execute function pgfleet.formations_reuse_deleted_name();
+
 -- A sysbatch formation is done when its owner (or an operator) says so:
 -- hosts that join from then on get no job of it; the jobs it has made run
 -- to completion. Marking it done again changes nothing and answers when it

@@ -71,6 +71,44 @@ TEST_F(LifecycleTest, DeletingAFormationStopsItsJobsKeepsTheirHistoryAndRefusesN
   EXPECT_EQ(owner_.Num("select count(*) from pgfleet.formations where name = 'empty'"), 0);
 }
 
+// A deleted formation's name is free for a plain INSERT at once (not only
+// through `pgfleet formation create`), its jobs' history staying under it;
+// a live formation's name is not.
+TEST_F(LifecycleTest, APlainInsertCreatesADeletedFormationAnewAndItsHistoryStays) {
+  long long gen = owner_.RegisterHost("h1", 4000, 4000);
+  op_->Exec("insert into pgfleet.formations (name) values ('web')");
+  const long long old_id = owner_.Num("select id from pgfleet.formations where name = 'web'");
+  long long done = owner_.Num(
+      "insert into pgfleet.jobs (formation, command) values ('web', array['true']) returning id");
+  ASSERT_EQ(owner_.Assign({done}, "h1").size(), 1u);
+  ASSERT_TRUE(owner_.ReportOne("h1", gen, Exited(done, 1, 0)));
+  ASSERT_EQ("deleted; 0 live jobs stopped, history kept",
+            op_->Str("select pgfleet.delete_formation('web')"));
+
+  op_->Exec("insert into pgfleet.formations (name, max_attempts) values ('web', 2)");
+  EXPECT_EQ(1, owner_.Num("select count(*) from pgfleet.formations where name = 'web'"));
+  EXPECT_EQ("true 2 true", owner_.Str("select (deleted_at is null) || ' ' || max_attempts || ' ' || "
+                                "(id <> $1) from pgfleet.formations where name = 'web'",
+                                old_id));
+  EXPECT_EQ(owner_.State(done), "succeeded");  // history stays, under the name
+  EXPECT_EQ("web", owner_.Str("select formation from pgfleet.jobs where id = $1", done));
+  // It takes jobs again.
+  EXPECT_GT(alice_->Num("insert into pgfleet.jobs (formation, command) values ('web', "
+                        "array['true']) returning id"),
+            done);
+  // A live formation's name is refused, and nothing changes.
+  std::string err = op_->ErrorOf("insert into pgfleet.formations (name) values ('web')");
+  EXPECT_NE(std::string::npos, err.find("duplicate key")) << err;
+  EXPECT_EQ(1, owner_.Num("select count(*) from pgfleet.formations where name = 'web'"));
+  // A submitter cannot create formations, deleted names or not.
+  ASSERT_EQ("deleted; 1 live jobs stopped, history kept",
+            op_->Str("select pgfleet.delete_formation('web')"));
+  err = alice_->ErrorOf("insert into pgfleet.formations (name) values ('web')");
+  EXPECT_NE(std::string::npos, err.find("permission denied")) << err;
+  EXPECT_EQ("f", owner_.Str("select (deleted_at is null)::text::char from pgfleet.formations "
+                            "where name = 'web'"));
+}
+
 TEST_F(LifecycleTest, OnlyALostOrOfflineHostWithoutLiveJobsIsRemoved) {
   long long gen = owner_.RegisterHost("h1", 4000, 4000);
   long long job = owner_.Submit(100, 10);
