@@ -67,7 +67,7 @@ int64_t Submit(pqxx::transaction_base& tx, const model::JobSpec& s,
                    db::NullIfEmpty(s.user), db::NullIfEmpty(s.network), s.pids_max,
                    s.cpu_hard_limit, s.stop_grace_seconds, s.disk, s.seccomp,
                    HealthCheckParam(s), PortsParam(s), after, db::NullIfEmpty(start.at), in,
-                   FilesParam(s))["id"]
+                   FilesParam(s), start.preemptible)["id"]
       .as<int64_t>();
 }
 

@@ -31,6 +31,7 @@ struct JobStart {
   std::vector<int64_t> after;  // jobs that must succeed first; empty: none
   std::string at;              // not before this time, as PostgreSQL printed it ("" when none)
   double in_seconds = 0;       // else, when > 0: not before this long from now
+  std::optional<bool> preemptible;  // jobs.preemptible; nullopt: the column's default (true)
 };
 
 // Submits through pgfleet.submit (named arguments) and returns the job's id;

@@ -15,7 +15,7 @@ select pgfleet.submit(command => $1::text[], formation => $2::text, cpu => $3::i
                       after => $20::bigint[],
                       not_before => coalesce($21::timestamptz,
                                              now() + make_interval(secs => $22::float8)),
-                      files => $23::jsonb)
+                      files => $23::jsonb, preemptible => $24::boolean)
        as id;
 
 -- name: cli_start_time

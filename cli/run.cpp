@@ -22,7 +22,7 @@ struct RunRequest {
   bool wait = false;
   bool stop_on_interrupt = false;
   HealthFlags health;
-  StartFlags start;  // --after, --at, --in
+  StartFlags start;  // --after, --at, --in, --preemptible
 };
 
 // Adds run's own flags, writing into *req and the repeatable KEY=VALUE lists.

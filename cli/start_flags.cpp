@@ -12,7 +12,9 @@ void AddStartOptions(Command& cmd, StartFlags* flags) {
                 "fails)")("at", po::value(&flags->at),
                           "start no earlier than this time (ISO 8601, or any time PostgreSQL "
                           "reads, e.g. '2026-12-24 18:00 Europe/Paris')")(
-      "in", po::value(&flags->in), "start no earlier than this long from now (10s, 10m, 2h, 1d)");
+      "in", po::value(&flags->in), "start no earlier than this long from now (10s, 10m, 2h, 1d)")(
+      "preemptible", po::value(&flags->preemptible),
+      "true (the default) or false: whether a higher-priority job may stop it to make room");
 }
 
 std::vector<int64_t> ParseAfter(const std::vector<std::string>& values) {
@@ -58,6 +60,12 @@ double ParseStartIn(const std::string& value) {
 JobStart CheckStartFlags(const StartFlags& flags, pqxx::connection& conn) {
   JobStart rule;
   rule.after = ParseAfter(flags.after);
+  if (!flags.preemptible.empty()) {
+    if (flags.preemptible != "true" && flags.preemptible != "false") {
+      throw UsageError("--preemptible must be true or false (got \"" + flags.preemptible + "\")");
+    }
+    rule.preemptible = flags.preemptible == "true";
+  }
   if (!flags.at.empty() && !flags.in.empty()) {
     throw UsageError("--at and --in both say when the job starts: give one of them");
   }

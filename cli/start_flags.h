@@ -1,7 +1,9 @@
 #pragma once
 // When a job submitted by `pgfleet run` may start: --after (jobs that must
 // succeed first, jobs.after), --at and --in (a delayed start, jobs.not_before;
-// docs/dependencies.md). Owns the flags' parsing and their rules: a bad value
+// docs/dependencies.md), and whether a higher-priority job may stop it
+// (--preemptible, jobs.preemptible; docs/preemption.md). Owns the flags'
+// parsing and their rules: a bad value
 // is a UsageError naming the flag and the rule, before anything is submitted.
 
 #include <cstdint>
@@ -21,6 +23,7 @@ struct StartFlags {
   std::vector<std::string> after;  // each "ID[,ID...]" as given (repeatable)
   std::string at;                  // --at as given ("" when not)
   std::string in;                  // --in as given ("" when not)
+  std::string preemptible;         // --preemptible as given ("" when not)
 };
 
 void AddStartOptions(Command& cmd, StartFlags* flags);

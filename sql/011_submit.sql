@@ -25,7 +25,8 @@ create or replace function pgfleet.submit(
   ports jsonb default null,
   after bigint[] default null,
   not_before timestamptz default null,
-  files jsonb default null)
+  files jsonb default null,
+  preemptible boolean default null)
 returns bigint
 language plpgsql as $$
 #variable_conflict use_variable
@@ -49,7 +50,8 @@ begin
            'network', network, 'pids_max', pids_max, 'cpu_hard_limit', cpu_hard_limit,
            'stop_grace_seconds', stop_grace_seconds, 'disk', disk,
            'seccomp', seccomp, 'health_check', health_check, 'ports', ports,
-           'after', after, 'not_before', not_before, 'files', files)) o
+           'after', after, 'not_before', not_before, 'files', files,
+           'preemptible', preemptible)) o
    where o.value <> 'null';
   -- Only the given columns are listed, so the others take their defaults.
   execute format('insert into pgfleet.jobs as j (command%s) select $1%s'
@@ -63,8 +65,8 @@ begin
   end if;
   return v_id;
 end $$;
-comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb, bigint[], timestamptz, jsonb) is
-  'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing. after: jobs that must succeed first; not_before: no start before then (docs/dependencies.md); files: small files written into its sandbox (docs/files.md).';
+comment on function pgfleet.submit(text[], text, integer, integer, jsonb, jsonb, integer, integer, text, text, text, text, integer, boolean, integer, integer, text, jsonb, jsonb, bigint[], timestamptz, jsonb, boolean) is
+  'Submits a job and returns its id. An option left out or null takes the default of its pgfleet.jobs column. With an idempotency_key already used, returns that job''s id and creates nothing. after: jobs that must succeed first; not_before: no start before then (docs/dependencies.md); files: small files written into its sandbox (docs/files.md); preemptible: false keeps a higher-priority job from stopping it (docs/preemption.md).';
 
 create or replace function pgfleet.stop_jobs(p_ids bigint[], p_reason text) returns integer
 language plpgsql as $$

@@ -39,17 +39,22 @@ comment on function pgfleet.delete_formation(text) is
 -- A plain INSERT of a formation whose name a deleted formation still holds
 -- (its row kept for its jobs' history) creates it anew, as `pgfleet formation
 -- create` does: the deleted row goes (its versions with it) and the new one
--- takes the name. The jobs' history stays under the name: their foreign key
--- on it is checked at commit, when the new row holds it. A live formation's
--- name is still refused by the unique name.
+-- takes its name and id (what schedulers lock it by and its logs name). The
+-- jobs' history stays under the name: their foreign key on it is checked at
+-- commit, when the new row holds it. A live formation's name is still
+-- refused by the unique name.
 create or replace function pgfleet.formations_reuse_deleted_name() returns trigger
 language plpgsql security definer set search_path = pgfleet, pg_temp as $$
+declare
+  v_id integer;
 begin
-  delete from pgfleet.formations f where f.name = new.name and f.deleted_at is not null;
+  delete from pgfleet.formations f where f.name = new.name and f.deleted_at is not null
+  returning f.id into v_id;
+  if v_id is not null then new.id := v_id; end if;
   return new;
 end $$;
 comment on function pgfleet.formations_reuse_deleted_name() is
-  'BEFORE INSERT on formations: removes the row of a deleted formation of the same name (kept for its jobs'' history), so that inserting the name creates the formation anew; the jobs keep the name.';
+  'BEFORE INSERT on formations: removes the row of a deleted formation of the same name (kept for its jobs'' history), so that inserting the name creates the formation anew with the same id; the jobs keep the name.';
 drop trigger if exists formations_reuse_deleted_name on pgfleet.formations;
 create trigger formations_reuse_deleted_name
   before insert on pgfleet.formations

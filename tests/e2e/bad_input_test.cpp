@@ -163,6 +163,8 @@ TEST_F(BadInputTest, EveryFrontDoorRefusesBadInputNamingTheRuleAndChangesNothing
            {{"run", "--max-attempts", "0", "--", "true"}, "max_attempts must be >= 1", 2},
            {{"run", "--cpu", "lots", "--", "true"}, "cpu", 2},
            {{"formation", "scale", "default", "3x"}, "replicas must be a whole number", 2},
+           {{"run", "--preemptible", "no", "--", "true"},
+            "--preemptible must be true or false (got \"no\")", 2},
            {{"formation", "create", "pz", "--preemptible", "maybe"},
             "--preemptible must be true, false or default (got \"maybe\")", 2},
            {{"formation", "update", "default", "--preemptible", "1"}, "--preemptible must be", 2},

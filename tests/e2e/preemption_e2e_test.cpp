@@ -183,6 +183,16 @@ TEST(PreemptionE2eTest, AServiceWithMinAvailable2Of3LosesAtMostOneReplica) {
                              "from pgfleet.formations where name = 'web'"));
   EXPECT_EQ(0, db.Count("select count(*) from pgfleet.jobs where formation = 'web' and "
                         "state in ('pending', 'assigned', 'running') and preemptible"));
+
+  // A batch job is preemptible unless `run --preemptible false` says not.
+  auto kept = cluster.Cli({"run", "--preemptible", "false", "--", "true"});
+  ASSERT_EQ(0, kept.exit_code) << kept.err;
+  auto plain = cluster.Cli({"run", "--", "true"});
+  ASSERT_EQ(0, plain.exit_code) << plain.err;
+  EXPECT_EQ("false true",
+            db.Scalar("select string_agg(preemptible::text, ' ' order by id) from pgfleet.jobs "
+                      "where id in (" + kept.out.substr(0, kept.out.find('\n')) + ", " +
+                      plain.out.substr(0, plain.out.find('\n')) + ")"));
 }
 
 TEST(PreemptionE2eTest, AJobOfEqualPriorityPreemptsNothingSampledUntilItRuns) {

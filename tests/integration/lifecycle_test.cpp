@@ -88,7 +88,7 @@ TEST_F(LifecycleTest, APlainInsertCreatesADeletedFormationAnewAndItsHistoryStays
   op_->Exec("insert into pgfleet.formations (name, max_attempts) values ('web', 2)");
   EXPECT_EQ(1, owner_.Num("select count(*) from pgfleet.formations where name = 'web'"));
   EXPECT_EQ("true 2 true", owner_.Str("select (deleted_at is null) || ' ' || max_attempts || ' ' || "
-                                "(id <> $1) from pgfleet.formations where name = 'web'",
+                                "(id = $1) from pgfleet.formations where name = 'web'",
                                 old_id));
   EXPECT_EQ(owner_.State(done), "succeeded");  // history stays, under the name
   EXPECT_EQ("web", owner_.Str("select formation from pgfleet.jobs where id = $1", done));
